@@ -1,0 +1,78 @@
+"""Opening the warehouse.
+
+Only one process may hold the DuckDB file read-write; any number may read it when nobody writes.
+Read-only callers open short-lived connections so that they block the nightly writer as little as
+possible. A lock conflict becomes a message that names the process holding the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+
+from pipeline import config
+from pipeline.errors import UsageError, WarehouseBusyError
+
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.*?) \(PID (?P<pid>\d+)\)")
+
+
+def _busy_message(path: Path, exc: Exception) -> str:
+    match = _LOCK_HOLDER.search(str(exc))
+    who = f"{match['prog']} (PID {match['pid']})" if match else "another process"
+    return (
+        f"the warehouse {path} is in use by {who}. Close that program's connection "
+        f"(an open notebook kernel or DuckDB shell keeps it), or wait for it to finish, then run this again."
+    )
+
+
+def connect(db: str | Path | None = None, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open the warehouse; a read-write open also applies pending migrations."""
+    path = config.db_path(db)
+    if read_only and not path.exists():
+        raise UsageError(f"no warehouse at {path}: run `pipeline ingest PATH` first, or pass --db FILE")
+    if not read_only:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        if "lock" in str(exc).lower():
+            raise WarehouseBusyError(_busy_message(path, exc)) from exc
+        raise
+    if not read_only:
+        from pipeline.migrations import migrate
+
+        migrate(con)
+    else:
+        from pipeline.migrations import pending
+
+        missing = pending(con)
+        if missing:
+            con.close()
+            raise UsageError(
+                f"the warehouse {path} predates this version (missing steps: {', '.join(missing)}); "
+                "run `pipeline ingest` (or any writing command) once to upgrade it"
+            )
+    return con
+
+
+@contextlib.contextmanager
+def reading(db: str | Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A short-lived read-only connection."""
+    con = connect(db, read_only=True)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+@contextlib.contextmanager
+def writing(db: str | Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = connect(db, read_only=False)
+    try:
+        yield con
+    finally:
+        con.close()
