@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import polars as pl
 
 from pipeline import config
 from pipeline.errors import UsageError, WarehouseBusyError
@@ -76,3 +78,18 @@ def writing(db: str | Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]
         yield con
     finally:
         con.close()
+
+
+def one(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> tuple | None:
+    """First row or None. Fetches everything: DuckDB 2 refuses new work while a result is half read."""
+    rows = con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()
+    return rows[0] if rows else None
+
+
+def frame(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> pl.DataFrame:
+    """A query's result as a polars DataFrame, inside whatever transaction `con` has open."""
+    with warnings.catch_warnings():
+        # The DB-API path copies once; it is the one that sees the caller's open transaction.
+        warnings.simplefilter("ignore", UserWarning)
+        cur = con.execute(sql, params) if params is not None else con.execute(sql)
+        return pl.from_arrow(cur.to_arrow_table())  # type: ignore[return-value]

@@ -63,7 +63,7 @@ def _transcripts(con: duckdb.DuckDBPyConnection) -> None:
             kind VARCHAR NOT NULL,          -- not-json | invalid-utf8 | duplicate-id | unreadable | held-back
             detail VARCHAR,
             path VARCHAR,
-            at TIMESTAMPTZ DEFAULT current_timestamp
+            "at" TIMESTAMPTZ DEFAULT current_timestamp
         )
         """
     )
@@ -77,7 +77,7 @@ def _llm_calls(con: duckdb.DuckDBPyConnection) -> None:
             call_id VARCHAR PRIMARY KEY,
             source VARCHAR NOT NULL,        -- claude-code | codex | consolidator | simulated | import:<name>
             session_id VARCHAR,
-            at TIMESTAMPTZ,
+            "at" TIMESTAMPTZ,
             model VARCHAR,
             prompt_tokens BIGINT,           -- all input tokens, cached ones included
             cached_tokens BIGINT,
@@ -123,7 +123,7 @@ def _consolidation(con: duckdb.DuckDBPyConnection) -> None:
         """
         CREATE TABLE watermarks (
             session_id VARCHAR NOT NULL, line_count BIGINT NOT NULL, size_bytes BIGINT NOT NULL,
-            run_id VARCHAR, batch_id VARCHAR, at TIMESTAMPTZ DEFAULT current_timestamp
+            run_id VARCHAR, batch_id VARCHAR, "at" TIMESTAMPTZ DEFAULT current_timestamp
         )
         """
     )
@@ -148,7 +148,7 @@ def _consolidation(con: duckdb.DuckDBPyConnection) -> None:
         """
         CREATE TABLE agent_tool_calls (
             run_id VARCHAR, batch_id VARCHAR, seq INTEGER, name VARCHAR, arguments JSON,
-            session_id VARCHAR, ok BOOLEAN, result_chars BIGINT, at TIMESTAMPTZ
+            session_id VARCHAR, ok BOOLEAN, result_chars BIGINT, "at" TIMESTAMPTZ
         )
         """
     )
@@ -170,7 +170,7 @@ def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
 def applied(con: duckdb.DuckDBPyConnection) -> set[str]:
     exists = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations'"
-    ).fetchone()
+    ).fetchall()[0]
     if not exists or not exists[0]:
         return set()
     return {row[0] for row in con.execute("SELECT name FROM schema_migrations").fetchall()}

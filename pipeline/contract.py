@@ -1,0 +1,490 @@
+"""The answer contract of the consolidator, and the check that enforces it.
+
+An answer is one JSON object with three required keys: `candidates` (memories worth keeping),
+`commitments` (work somebody said they would do) and `readSessionIds` (the sessions actually looked
+at). The pydantic models below fix its shape and limits; `check_answer` adds what a schema cannot
+know: that every cited session belongs to the batch and that every quote is really in the transcript
+it names (see `pipeline.quotes`).
+
+`check_answer` reports every problem of an answer in one pass, so a model can repair all of them in
+its next attempt: a claim that is too long does not stop its quotes from being looked up. A single
+problem refuses the whole answer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from pipeline.errors import UsageError
+from pipeline.quotes import QuoteIndex, WarehouseQuotes
+
+__all__ = [
+    "ACTORS",
+    "KINDS",
+    "MAX_CLAIM_CHARS",
+    "MAX_GIST_CHARS",
+    "MAX_QUOTE_CHARS",
+    "MIN_CANDIDATE_EVIDENCE",
+    "Answer",
+    "Candidate",
+    "CheckResult",
+    "Commitment",
+    "Entity",
+    "Evidence",
+    "Problem",
+    "check_answer",
+    "check_answer_file",
+]
+
+KINDS = ("episodic", "semantic", "procedural", "agent_insight", "error_pattern", "precedent")
+ACTORS = ("user", "agent", "other")
+MAX_CLAIM_CHARS = 300
+MAX_GIST_CHARS = 1500
+MAX_QUOTE_CHARS = 600
+MIN_CANDIDATE_EVIDENCE = 2
+# How many batch ids a "not in this batch" reason lists before it abbreviates.
+_BATCH_IDS_SHOWN = 12
+
+Kind = Literal["episodic", "semantic", "procedural", "agent_insight", "error_pattern", "precedent"]
+Actor = Literal["user", "agent", "other"]
+
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("blank", "holds only whitespace; write some text here")
+    return value
+
+
+class _Strict(BaseModel):
+    """No unknown fields, no silent type coercion."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Evidence(_Strict):
+    """One quote, copied exactly from the transcript of `sessionId`."""
+
+    sessionId: Annotated[str, Field(min_length=1)]
+    quote: Annotated[str, Field(min_length=1, max_length=MAX_QUOTE_CHARS)]
+
+    @field_validator("quote")
+    @classmethod
+    def _quote_has_text(cls, value: str) -> str:
+        return _not_blank(value)
+
+
+class Entity(_Strict):
+    """A thing a memory is about, filed as `type:name`."""
+
+    type: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1)]
+
+    @field_validator("type")
+    @classmethod
+    def _lowercase_type(cls, value: str) -> str:
+        _not_blank(value)
+        if value != value.lower():
+            raise PydanticCustomError(
+                "lowercase",
+                "an entity type is written in lowercase (e.g. 'file', 'command', 'unknown'); got {got!r}",
+                {"got": value},
+            )
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name_has_text(cls, value: str) -> str:
+        return _not_blank(value)
+
+
+class Candidate(_Strict):
+    """A candidate memory: one durable claim backed by at least two quotes."""
+
+    kind: Kind
+    claim: Annotated[str, Field(min_length=1, max_length=MAX_CLAIM_CHARS)]
+    gist: Annotated[str, Field(max_length=MAX_GIST_CHARS)]
+    entities: list[Entity]
+    evidence: Annotated[list[Evidence], Field(min_length=MIN_CANDIDATE_EVIDENCE)]
+
+    @field_validator("claim")
+    @classmethod
+    def _claim_has_text(cls, value: str) -> str:
+        return _not_blank(value)
+
+
+class Commitment(_Strict):
+    """Work the user or the agent said they would do, with the one quote that says so."""
+
+    statement: Annotated[str, Field(min_length=1)]
+    actor: Actor
+    dueHint: str | None = None
+    evidence: Annotated[list[Evidence], Field(min_length=1, max_length=1)]
+    confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+    resolved: bool
+
+    @field_validator("statement")
+    @classmethod
+    def _statement_has_text(cls, value: str) -> str:
+        return _not_blank(value)
+
+    @field_validator("dueHint")
+    @classmethod
+    def _real_date(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not _ISO_DAY.fullmatch(value):
+            raise PydanticCustomError(
+                "iso_date",
+                "a due date is written YYYY-MM-DD (e.g. 2026-08-20); got {got!r}. Leave the field out "
+                "when the transcript names no date",
+                {"got": value},
+            )
+        try:
+            dt.date.fromisoformat(value)
+        except ValueError:
+            raise PydanticCustomError(
+                "iso_date", "{got!r} is not a day of the calendar", {"got": value}
+            ) from None
+        return value
+
+
+class Answer(_Strict):
+    """The whole answer of one consolidation batch."""
+
+    candidates: list[Candidate]
+    commitments: list[Commitment]
+    readSessionIds: list[Annotated[str, Field(min_length=1)]]
+
+
+class Problem(BaseModel):
+    """One reason an answer was refused: where (a JSON path into the answer) and what to do."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    reason: str
+
+
+class CheckResult(BaseModel):
+    """The verdict on one answer. `answer` is set only when it was accepted."""
+
+    accepted: bool
+    answer: Answer | None = None
+    problems: list[Problem] = Field(default_factory=list)
+
+    def report(self) -> dict[str, Any]:
+        """The JSON document `pipeline check-answer` prints."""
+        if self.accepted:
+            return {"accepted": True}
+        return {"accepted": False, "problems": [p.model_dump() for p in self.problems]}
+
+    def tool_result(self) -> str:
+        """The text returned to the model as the result of its `submit_answer` call."""
+        if self.accepted:
+            return json.dumps({"accepted": True, "message": "Answer accepted. Nothing more is needed."})
+        count = len(self.problems)
+        message = (
+            f"Answer refused because of {count} problem{'s' if count != 1 else ''}; nothing from it was "
+            "kept. Correct exactly the problems listed, keep the rest as it was, and call submit_answer "
+            "again with the complete answer."
+        )
+        return json.dumps(
+            {"accepted": False, "message": message, "problems": [p.model_dump() for p in self.problems]},
+            ensure_ascii=False,
+        )
+
+
+# --- turning pydantic errors into reasons a model can act on ------------------------------------
+
+_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "answer": tuple(Answer.model_fields),
+    "candidates": tuple(Candidate.model_fields),
+    "commitments": tuple(Commitment.model_fields),
+    "evidence": tuple(Evidence.model_fields),
+    "entities": tuple(Entity.model_fields),
+}
+
+_JSON_KIND = {
+    "string_type": "a string",
+    "list_type": "a list",
+    "model_type": "an object",
+    "dict_type": "an object",
+    "model_attributes_type": "an object",
+    "bool_type": "true or false",
+    "float_type": "a number",
+    "int_type": "a whole number",
+}
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _path(loc: Iterable[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "$"
+
+
+def _owner(loc: tuple[int | str, ...]) -> str:
+    """Which object a field belongs to, named by the list that holds it ('answer' at the top)."""
+    names = [part for part in loc[:-1] if isinstance(part, str)]
+    return names[-1] if names else "answer"
+
+
+def _reason(err: ErrorDetails) -> str:
+    kind = err["type"]
+    loc = tuple(err["loc"])
+    ctx: Mapping[str, Any] = err.get("ctx") or {}
+    value = err.get("input")
+    field = loc[-1] if loc else "answer"
+    if kind == "missing":
+        return f"the field {field!r} is required but absent"
+    if kind == "extra_forbidden":
+        allowed = ", ".join(_FIELDS.get(_owner(loc), ()))
+        return f"unknown field {field!r}; remove it (the fields allowed here are: {allowed})"
+    if kind in _JSON_KIND:
+        return f"expected {_JSON_KIND[kind]} here, found {_json_type(value)}"
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind == "string_too_long":
+        length = len(value) if isinstance(value, str) else "too many"
+        return (
+            f"is {length} characters long but at most {ctx.get('max_length')} are allowed; "
+            "shorten it"
+        )
+    if kind == "too_short":
+        if field == "evidence":
+            return (
+                f"has {ctx.get('actual_length')} evidence quote(s); a candidate needs at least "
+                f"{ctx.get('min_length')} quotes, from different lines, ideally from different sessions"
+            )
+        return f"has {ctx.get('actual_length')} item(s) but needs at least {ctx.get('min_length')}"
+    if kind == "too_long":
+        if field == "evidence":
+            return f"has {ctx.get('actual_length')} evidence quotes; a commitment takes exactly one"
+        return f"has {ctx.get('actual_length')} items but at most {ctx.get('max_length')} are allowed"
+    if kind == "literal_error":
+        return f"{value!r} is not allowed here; use one of {ctx.get('expected')}"
+    if kind in ("greater_than_equal", "less_than_equal"):
+        return f"must be a number from 0 to 1; got {value!r}"
+    if kind == "finite_number":
+        return "must be a finite number from 0 to 1"
+    return str(err["msg"])
+
+
+def _schema_problems(data: object) -> list[Problem]:
+    try:
+        Answer.model_validate(data)
+    except ValidationError as exc:
+        return [Problem(path=_path(e["loc"]), reason=_reason(e)) for e in exc.errors()]
+    return []
+
+
+# --- what the schema cannot see: batch membership and verbatim quotes ---------------------------
+
+
+class _Checker:
+    def __init__(self, batch: Collection[str], index: QuoteIndex) -> None:
+        self.batch = set(batch)
+        self.index = index
+        self._contains: dict[tuple[str, str], bool] = {}
+        self._exists: dict[str, bool] = {}
+
+    def batch_listing(self) -> str:
+        ids = sorted(self.batch)
+        if not ids:
+            return "the batch is empty"
+        shown = ", ".join(ids[:_BATCH_IDS_SHOWN])
+        more = len(ids) - _BATCH_IDS_SHOWN
+        return f"the batch holds: {shown}" + (f" and {more} more" if more > 0 else "")
+
+    def session_problem(self, path: str, session_id: str) -> Problem | None:
+        if session_id not in self.batch:
+            return Problem(
+                path=path,
+                reason=(
+                    f"session {session_id!r} is not in this batch ({self.batch_listing()}); cite only "
+                    "sessionIds exactly as list_sessions gives them"
+                ),
+            )
+        return None
+
+    def evidence_problems(self, path: str, evidence: Evidence) -> list[Problem]:
+        sid = evidence.sessionId
+        problem = self.session_problem(f"{path}.sessionId", sid)
+        if problem is not None:
+            return [problem]
+        if sid not in self._exists:
+            self._exists[sid] = self.index.session_exists(sid)
+        if not self._exists[sid]:
+            return [
+                Problem(
+                    path=f"{path}.sessionId",
+                    reason=f"the warehouse holds no transcript lines for session {sid!r}, so nothing can be quoted from it",
+                )
+            ]
+        key = (sid, evidence.quote)
+        if key not in self._contains:
+            self._contains[key] = self.index.contains(sid, evidence.quote)
+        if self._contains[key]:
+            return []
+        reason = (
+            f"this quote does not appear word for word in session {sid!r}. Copy it exactly as the "
+            "transcript has it (same case, spacing and punctuation; text inside JSON may be quoted "
+            "decoded or with its escapes), or cite the session it really comes from."
+        )
+        near = self.index.closest(sid, evidence.quote)
+        if near is None:
+            reason += " Nothing in that session resembles it."
+        else:
+            line_no, passage = near
+            reason += f" The most similar passage is on line {line_no}: {json.dumps(passage, ensure_ascii=False)}"
+        return [Problem(path=f"{path}.quote", reason=reason)]
+
+
+def _evidence_items(data: Mapping[str, Any], section: str) -> Iterable[tuple[str, Evidence]]:
+    """(path, evidence) for every evidence item that is well formed on its own."""
+    items = data.get(section)
+    if not isinstance(items, list):
+        return
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("evidence"), list):
+            continue
+        for j, raw in enumerate(item["evidence"]):
+            try:
+                evidence = Evidence.model_validate(raw)
+            except ValidationError:
+                continue  # already reported by the schema pass
+            yield f"{section}[{i}].evidence[{j}]", evidence
+
+
+def _semantic_problems(data: Mapping[str, Any], checker: _Checker) -> list[Problem]:
+    problems: list[Problem] = []
+    for section in ("candidates", "commitments"):
+        seen: dict[tuple[str, str, str], str] = {}
+        for path, evidence in _evidence_items(data, section):
+            owner = path.rsplit(".evidence", 1)[0]
+            key = (owner, evidence.sessionId, evidence.quote)
+            if key in seen:
+                problems.append(
+                    Problem(
+                        path=path,
+                        reason=(
+                            f"repeats {seen[key]}; each piece of evidence must be a different passage, "
+                            "so find a second, distinct quote or drop the candidate"
+                        ),
+                    )
+                )
+                continue
+            seen[key] = path
+            problems.extend(checker.evidence_problems(path, evidence))
+    read = data.get("readSessionIds")
+    if isinstance(read, list):
+        for i, sid in enumerate(read):
+            if isinstance(sid, str) and sid:
+                problem = checker.session_problem(f"readSessionIds[{i}]", sid)
+                if problem is not None:
+                    problems.append(problem)
+    return problems
+
+
+_PATH_TOKEN = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
+_FIELD_RANK: dict[str, int] = {}
+for _model in (Answer, Candidate, Commitment, Evidence, Entity):
+    for _name in _model.model_fields:
+        _FIELD_RANK.setdefault(_name, len(_FIELD_RANK))
+
+
+def _order(problem: Problem) -> tuple[tuple[int, int], ...]:
+    """Sort key that keeps problems in the order their places appear in the answer."""
+    key: list[tuple[int, int]] = []
+    for index, name in _PATH_TOKEN.findall(problem.path):
+        key.append((0, int(index)) if index else (1, _FIELD_RANK.get(name, len(_FIELD_RANK))))
+    return tuple(key)
+
+
+def _decode(data: Mapping[str, Any] | str) -> tuple[object, list[Problem]]:
+    if not isinstance(data, str):
+        return data, []
+    try:
+        return json.loads(data), []
+    except json.JSONDecodeError as exc:
+        reason = (
+            f"the answer is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); send a "
+            "single JSON object with the keys candidates, commitments and readSessionIds"
+        )
+        return None, [Problem(path="$", reason=reason)]
+
+
+def check_answer(data: Mapping[str, Any] | str, batch: Collection[str], lines: QuoteIndex) -> CheckResult:
+    """Check an answer (a parsed object or its JSON text) against the contract.
+
+    `batch` holds the sessionIds that were offered; `lines` is where quotes are looked up. Every
+    problem is reported at once; any problem refuses the answer.
+    """
+    parsed, problems = _decode(data)
+    if problems:
+        return CheckResult(accepted=False, problems=problems)
+    problems = _schema_problems(parsed)
+    if isinstance(parsed, Mapping):
+        problems += _semantic_problems(parsed, _Checker(batch, lines))
+    if problems:
+        return CheckResult(accepted=False, problems=sorted(problems, key=_order))
+    return CheckResult(accepted=True, answer=Answer.model_validate(parsed), problems=[])
+
+
+def check_answer_file(path: str | Path, session_ids: Iterable[str], db: str | Path | None = None) -> CheckResult:
+    """Check the answer stored in the JSON file `path` against the batch `session_ids`.
+
+    The warehouse `db` is opened read-only. A missing, unreadable or non-JSON file is a usage error
+    that names the file (and where the JSON breaks).
+    """
+    from pipeline.db import reading
+
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"no answer file at {file}; pass the path of an answer.json") from None
+    except IsADirectoryError:
+        raise UsageError(f"{file} is a directory; pass the path of an answer.json file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{file} is not UTF-8 text (byte {exc.start}); an answer file is UTF-8 JSON") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read the answer file {file}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"{file} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        ) from None
+    batch = list(dict.fromkeys(session_ids))
+    with reading(db) as con:
+        return check_answer(data, batch, WarehouseQuotes(con))

@@ -1,0 +1,422 @@
+"""Incremental ingest of transcript files: the one place the `lines` table is written.
+
+A file is read in bounded chunks from the byte where the previous ingest stopped, split on `\\n`
+only (every other byte, `\\r` included, stays in the line), and appended to `lines` in
+(session_id, line_no) order. Each file is one transaction: a crash leaves the file either fully
+recorded up to a line boundary or not touched at all.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from pipeline import db, derive, formats
+from pipeline.errors import UsageError
+
+CHUNK_BYTES = 32 * 1024 * 1024
+HASH_BYTES = 4096
+
+
+@dataclass
+class FileResult:
+    path: str
+    session_id: str | None
+    new_lines: int = 0
+    new_bytes: int = 0
+    problems: int = 0
+    action: str = "unchanged"  # new | appended | rewritten | unchanged | error
+    message: str | None = None
+
+
+@dataclass
+class IngestReport:
+    files: list[FileResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[FileResult]:
+        return [f for f in self.files if f.action == "error"]
+
+    @property
+    def new_lines(self) -> int:
+        return sum(f.new_lines for f in self.files)
+
+    @property
+    def new_bytes(self) -> int:
+        return sum(f.new_bytes for f in self.files)
+
+    @property
+    def problems(self) -> int:
+        return sum(f.problems for f in self.files)
+
+    def summary(self) -> str:
+        changed = sum(1 for f in self.files if f.action in ("new", "appended", "rewritten"))
+        text = (
+            f"{len(self.files)} files ({changed} changed), {self.new_lines:,} new lines, "
+            f"{self.new_bytes / 1e6:,.1f} MB, {self.problems} parse problems"
+        )
+        if self.errors:
+            text += f", {len(self.errors)} unreadable"
+        if self.warnings:
+            text += f", {len(self.warnings)} warnings"
+        return text
+
+    def to_json(self) -> dict:
+        return {
+            "files": len(self.files),
+            "newLines": self.new_lines,
+            "newBytes": self.new_bytes,
+            "problems": self.problems,
+            "warnings": self.warnings,
+            "errors": [{"path": f.path, "message": f.message} for f in self.errors],
+            "changed": [
+                {"path": f.path, "sessionId": f.session_id, "action": f.action, "newLines": f.new_lines}
+                for f in self.files
+                if f.action != "unchanged"
+            ],
+        }
+
+
+def discover(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Every `*.jsonl` under each directory, and each file named directly, in a stable order."""
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw).absolute()
+        if path.is_dir():
+            candidates: Iterable[Path] = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        elif path.exists():
+            candidates = [path]
+        else:
+            raise UsageError(f"{raw}: no such file or directory")
+        for c in candidates:
+            if c not in seen:
+                seen.add(c)
+                found.append(c)
+    return found
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_at(path: Path, offset: int, length: int) -> bytes:
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        return fh.read(length)
+
+
+def _head_lines(path: Path, limit_bytes: int = 8 * 1024 * 1024) -> list[bytes]:
+    """Complete lines at the start of the file, for format sniffing (bounded read)."""
+    with path.open("rb") as fh:
+        data = fh.read(limit_bytes)
+    parts = data.split(b"\n")
+    return parts[:-1][: formats.SNIFF_LINES]
+
+
+def _split(chunk: bytes) -> tuple[pa.Array, list[int]]:
+    """Split complete lines of `chunk` (which ends with \\n) into an Arrow string array.
+
+    Returns the array and the 0-based indexes of lines that were not valid UTF-8 (stored with
+    replacement characters).
+    """
+    arr = np.frombuffer(chunk, dtype=np.uint8)
+    newlines = np.flatnonzero(arr == 10)
+    n = len(newlines)
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = newlines[:-1] + 1
+    # Drop the newline bytes; line i then starts at its old start minus the i newlines before it.
+    data = arr[arr != 10]
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[:n] = starts - np.arange(n, dtype=np.int64)
+    offsets[n] = len(data)
+    binary = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    try:
+        return binary.cast(pa.large_string()), []
+    except pa.ArrowInvalid:
+        pass
+    texts: list[str] = []
+    bad: list[int] = []
+    for i, raw in enumerate(chunk.split(b"\n")[:n]):
+        try:
+            texts.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            texts.append(raw.decode("utf-8", "replace"))
+            bad.append(i)
+    return pa.array(texts, type=pa.large_string()), bad
+
+
+def _chunks(path: Path, offset: int) -> Iterator[tuple[bytes, int]]:
+    """Yield (complete-lines chunk, bytes held back after it) from `offset` to the end."""
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        carry = b""
+        while True:
+            block = fh.read(CHUNK_BYTES)
+            if not block:
+                break
+            data = carry + block if carry else block
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                carry = data
+                continue
+            carry = data[cut + 1 :]
+            yield data[: cut + 1], len(carry)
+        if carry:
+            yield b"", len(carry)
+
+
+class Ingester:
+    """Ingest files into one open read-write connection."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, progress: Callable[[int], None] | None = None):
+        self.con = con
+        self.progress = progress or (lambda _n: None)
+
+    # -- identity -------------------------------------------------------------------------------
+    def _existing_by_path(self, path: str) -> dict | None:
+        row = db.one(
+            self.con,
+            "SELECT session_id, size_bytes, line_count, head_hash, head_len, tail_hash, tail_len, format "
+            "FROM sessions WHERE path = ?",
+            [path],
+        )
+        if row is None:
+            return None
+        keys = ("session_id", "size_bytes", "line_count", "head_hash", "head_len", "tail_hash", "tail_len", "format")
+        return dict(zip(keys, row, strict=True))
+
+    def _owner_of(self, session_id: str) -> str | None:
+        row = db.one(self.con, "SELECT path FROM sessions WHERE session_id = ?", [session_id])
+        return row[0] if row else None
+
+    def _assign_id(self, path: Path, ident: formats.Identity, report: IngestReport) -> tuple[str, str | None]:
+        """The session id for a new file, and the claimed id when it had to differ."""
+        wanted = ident.claimed_id or formats.fallback_id(path)
+        owner = self._owner_of(wanted)
+        if owner is None or owner == str(path):
+            return wanted, None
+        unique = f"{wanted}~{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+        report.warnings.append(
+            f"{path}: its records claim session id {wanted}, which {owner} already has; "
+            f"both are kept, this one as {unique}"
+        )
+        return unique, wanted
+
+    # -- change detection -----------------------------------------------------------------------
+    def _unchanged_prefix(self, path: Path, known: dict) -> bool:
+        """True when the bytes we stored are still the file's first bytes (so it only grew)."""
+        if known["head_len"]:
+            if _sha(_read_at(path, 0, known["head_len"])) != known["head_hash"]:
+                return False
+        if known["tail_len"]:
+            start = known["size_bytes"] - known["tail_len"]
+            if _sha(_read_at(path, start, known["tail_len"])) != known["tail_hash"]:
+                return False
+        return True
+
+    def _forget(self, session_id: str) -> None:
+        self.con.execute("DELETE FROM lines WHERE session_id = ?", [session_id])
+        self.con.execute(
+            "DELETE FROM llm_calls WHERE session_id = ? AND source IN ('claude-code', 'codex')", [session_id]
+        )
+        self.con.execute("DELETE FROM ingest_problems WHERE session_id = ?", [session_id])
+
+    # -- one file -------------------------------------------------------------------------------
+    def ingest_file(self, path: Path, report: IngestReport) -> FileResult:
+        spath = str(path)
+        result = FileResult(path=spath, session_id=None)
+        try:
+            size = path.stat().st_size
+            known = self._existing_by_path(spath)
+            if known is not None and size == known["size_bytes"] and self._unchanged_prefix(path, known):
+                result.session_id = known["session_id"]
+                return result
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                self._ingest_locked(path, size, known, result, report)
+                self.con.execute("COMMIT")
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+        except OSError as exc:
+            result.action = "error"
+            result.message = f"{spath}: cannot read ({exc.strerror or exc})"
+            report.warnings.append(result.message)
+        return result
+
+    def _ingest_locked(
+        self, path: Path, size: int, known: dict | None, result: FileResult, report: IngestReport
+    ) -> None:
+        spath = str(path)
+        now = dt.datetime.now(dt.UTC)
+        offset = 0
+        first_line = 1
+        if known is not None and size >= known["size_bytes"] and self._unchanged_prefix(path, known):
+            session_id = known["session_id"]
+            offset = known["size_bytes"]
+            first_line = known["line_count"] + 1
+            result.action = "appended"
+            if known["line_count"] == 0:
+                # Nothing was stored yet, so the file may only now show what it is.
+                session_id = self._reidentify(path, known["session_id"], report)
+        elif known is not None:
+            session_id = known["session_id"]
+            self._forget(session_id)
+            self.con.execute(
+                "UPDATE sessions SET size_bytes = 0, line_count = 0, problems = 0, prompts = 0, turns = 0, "
+                "first_at = NULL, last_at = NULL, state = NULL, head_len = 0, tail_len = 0, "
+                "rewritten_at = ? WHERE session_id = ?",
+                [now, session_id],
+            )
+            session_id = self._reidentify(path, session_id, report)
+            result.action = "rewritten"
+            report.warnings.append(f"{spath}: the file was rewritten since the last ingest; read again from line 1")
+        else:
+            ident = formats.sniff(_head_lines(path))
+            session_id, claimed = self._assign_id(path, ident, report)
+            self.con.execute(
+                "INSERT INTO sessions (session_id, path, format, parent_session_id, slug, cwd, claimed_session_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [session_id, spath, ident.format, ident.parent_session_id, formats.slug_for(ident.cwd) or path.parent.name,
+                 ident.cwd, claimed],
+            )
+            if claimed:
+                self.con.execute(
+                    "INSERT INTO ingest_problems (session_id, line_no, kind, detail, path) VALUES (?, NULL, ?, ?, ?)",
+                    [session_id, "duplicate-id", f"records claim {claimed}, already used by another file", spath],
+                )
+            result.action = "new"
+        result.session_id = session_id
+
+        line_no = first_line
+        consumed = offset
+        held = 0
+        bad_utf8 = 0
+        for chunk, held_after in _chunks(path, offset):
+            held = held_after
+            if not chunk:
+                continue
+            texts, bad = _split(chunk)
+            n = len(texts)
+            batch = pa.table({"line_no": pa.array(np.arange(line_no, line_no + n, dtype=np.int64)), "text": texts})
+            self.con.register("_ingest_batch", batch)
+            try:
+                self.con.execute(
+                    "INSERT INTO lines SELECT ?, line_no, text FROM _ingest_batch ORDER BY line_no", [session_id]
+                )
+            finally:
+                self.con.unregister("_ingest_batch")
+            for i in bad:
+                self.con.execute(
+                    "INSERT INTO ingest_problems (session_id, line_no, kind, detail, path) VALUES (?, ?, ?, ?, ?)",
+                    [session_id, line_no + i, "invalid-utf8", "stored with replacement characters", spath],
+                )
+            bad_utf8 += len(bad)
+            line_no += n
+            consumed += len(chunk)
+            self.progress(len(chunk))
+
+        new_lines = line_no - first_line
+        result.new_lines = new_lines
+        result.new_bytes = consumed - offset
+        if held:
+            report.warnings.append(
+                f"{spath}: the last {held} bytes have no newline yet; they will be read once the line is complete"
+            )
+        head_len = min(consumed, HASH_BYTES)
+        tail_len = min(consumed, HASH_BYTES)
+        head_hash = _sha(_read_at(path, 0, head_len)) if head_len else None
+        tail_hash = _sha(_read_at(path, consumed - tail_len, tail_len)) if tail_len else None
+        not_json = derive.update_session(self.con, session_id, first_line, spath) if new_lines else 0
+        result.problems = not_json + bad_utf8
+        self.con.execute(
+            "UPDATE sessions SET size_bytes = ?, line_count = ?, problems = problems + ?, held_back_bytes = ?, "
+            "head_hash = ?, head_len = ?, tail_hash = ?, tail_len = ?, ingested_at = ? WHERE session_id = ?",
+            [consumed, line_no - 1, result.problems, held, head_hash, head_len, tail_hash, tail_len, now, session_id],
+        )
+        if new_lines == 0 and result.action == "appended":
+            result.action = "unchanged"
+
+    def _reidentify(self, path: Path, session_id: str, report: IngestReport) -> str:
+        """Re-sniff a file that has no stored lines; rename its session when its records say who it is."""
+        ident = formats.sniff(_head_lines(path))
+        new_id = session_id
+        if ident.claimed_id and ident.claimed_id != session_id and self._owner_of(ident.claimed_id) is None:
+            new_id = ident.claimed_id
+            self.con.execute("DELETE FROM sessions WHERE session_id = ?", [session_id])
+            self.con.execute(
+                "INSERT INTO sessions (session_id, path, format) VALUES (?, ?, ?)", [new_id, str(path), ident.format]
+            )
+        self.con.execute(
+            "UPDATE sessions SET format = ?, parent_session_id = ?, cwd = coalesce(?, cwd), slug = coalesce(?, slug) "
+            "WHERE session_id = ?",
+            [ident.format, ident.parent_session_id, ident.cwd, formats.slug_for(ident.cwd), new_id],
+        )
+        return new_id
+
+
+def total_bytes(files: Sequence[Path]) -> int:
+    total = 0
+    for f in files:
+        try:
+            total += f.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def ingest(
+    con: duckdb.DuckDBPyConnection,
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    progress: bool = False,
+) -> IngestReport:
+    """Ingest every transcript under `paths` into an open read-write warehouse connection."""
+    files = discover(paths)
+    report = IngestReport()
+    if progress and sys.stderr.isatty():
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+        with Progress(
+            "[progress.description]{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+            console=_stderr_console(), transient=True,
+        ) as bar:
+            task = bar.add_task("ingest", total=total_bytes(files))
+            ingester = Ingester(con, progress=lambda n: bar.advance(task, n))
+            for f in files:
+                report.files.append(ingester.ingest_file(f, report))
+    else:
+        ingester = Ingester(con)
+        for f in files:
+            report.files.append(ingester.ingest_file(f, report))
+    return report
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def problems_of(con: duckdb.DuckDBPyConnection, session_id: str) -> list[dict]:
+    rows = con.execute(
+        "SELECT line_no, kind, detail FROM ingest_problems WHERE session_id = ? ORDER BY line_no NULLS FIRST",
+        [session_id],
+    ).fetchall()
+    return [{"line": r[0], "kind": r[1], "detail": r[2]} for r in rows]
+
+
+__all__ = ["FileResult", "IngestReport", "Ingester", "discover", "ingest", "problems_of"]

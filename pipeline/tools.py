@@ -1,0 +1,213 @@
+"""The three transcript tools: pure functions over the warehouse with bounded, JSON-ready output.
+
+The consolidator's model, the CLI and notebooks all call these. Every limit below is also stated in
+the tool descriptions the model reads (prompts/tools.json), so change both together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import duckdb
+
+from pipeline import db
+from pipeline.errors import UsageError
+
+MAX_HITS = 50
+CONTEXT_CHARS = 80
+MAX_READ_LINES = 200
+DEFAULT_WIDTH = 400
+MAX_WIDTH = 4000
+MAX_RESULT_CHARS = 60_000
+
+
+class ToolError(UsageError):
+    """A call the tool refuses (unknown session, bad range, empty phrase): shown to the caller as is."""
+
+
+def _check_session(con: duckdb.DuckDBPyConnection, session_id: str, allowed: Collection[str] | None) -> int:
+    """The session's line count; refuses sessions outside `allowed` or not in the warehouse."""
+    if not isinstance(session_id, str) or not session_id:
+        raise ToolError("sessionId must be a non-empty string")
+    if allowed is not None and session_id not in allowed:
+        raise ToolError(f"session {session_id!r} is not in this batch; use a sessionId from list_sessions")
+    row = db.one(con, "SELECT line_count FROM sessions WHERE session_id = ?", [session_id])
+    if row is None:
+        raise ToolError(f"unknown session {session_id!r}; `pipeline sessions` lists the ids in this warehouse")
+    return int(row[0])
+
+
+def list_sessions(
+    con: duckdb.DuckDBPyConnection, session_ids: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """The manifest: one entry per session, no transcript text. `newFromLine` is 1 for a never-read
+    session, else the first line after its latest watermark."""
+    params: list[Any] = []
+    where = ""
+    if session_ids is not None:
+        where = "WHERE s.session_id IN (SELECT unnest(?::VARCHAR[]))"
+        params.append(list(session_ids))
+    rows = db.frame(
+        con,
+        f"""
+        WITH wm AS (
+            SELECT session_id, arg_max(line_count, "at") AS line_count, max("at") AS wm_at
+            FROM watermarks GROUP BY session_id
+        ), links AS (
+            SELECT ml.session_id,
+                   list({{'id': m.memory_id, 'kind': m.kind, 'claim': m.claim}} ORDER BY m.memory_id) AS linked
+            FROM memory_links ml JOIN memories m USING (memory_id)
+            GROUP BY ml.session_id
+        )
+        SELECT s.session_id, s.slug, s.cwd, s.first_at, s.last_at, s.prompts, s.turns, s.size_bytes,
+               s.line_count,
+               -- a file rewritten after its watermark is read again from the top
+               CASE WHEN s.rewritten_at > wm.wm_at THEN 1 ELSE coalesce(wm.line_count, 0) + 1 END AS new_from_line,
+               links.linked
+        FROM sessions s LEFT JOIN wm USING (session_id) LEFT JOIN links USING (session_id)
+        {where}
+        ORDER BY s.slug NULLS LAST, s.first_at NULLS LAST, s.session_id
+        """,  # `where` is one of two fixed strings; the ids are a bound parameter
+        params or None,
+    )
+    out: list[dict[str, Any]] = []
+    for r in rows.iter_rows(named=True):
+        out.append(
+            {
+                "sessionId": r["session_id"],
+                "slug": r["slug"],
+                "cwd": r["cwd"],
+                "firstAt": _iso(r["first_at"]),
+                "lastAt": _iso(r["last_at"]),
+                "prompts": r["prompts"],
+                "turns": r["turns"],
+                "sizeBytes": r["size_bytes"],
+                "lineCount": r["line_count"],
+                "newFromLine": r["new_from_line"],
+                "linkedMemories": list(r["linked"] or []),
+            }
+        )
+    if session_ids is not None:
+        known = {e["sessionId"] for e in out}
+        missing = [s for s in session_ids if s not in known]
+        if missing:
+            raise ToolError(f"unknown session(s): {', '.join(missing)}")
+    return out
+
+
+def _iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def search_transcript(
+    con: duckdb.DuckDBPyConnection,
+    session_id: str,
+    phrase: str,
+    *,
+    max_hits: int = MAX_HITS,
+    context: int = CONTEXT_CHARS,
+    allowed: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """Every literal, case-sensitive occurrence of `phrase` (non-overlapping, left to right).
+
+    `total` is exact; the listing stops at `max_hits` hits or MAX_RESULT_CHARS characters, and
+    `truncated` says so. Columns are 1-based, in characters.
+    """
+    _check_session(con, session_id, allowed)
+    if not isinstance(phrase, str) or phrase == "":
+        raise ToolError("phrase must be a non-empty string (it is matched literally, no regex)")
+    if max_hits < 0 or context < 0:
+        raise ToolError("max_hits and context must be zero or more")
+    # replace() is non-overlapping left to right, like str.count, so this total is exact.
+    total_row = db.one(
+        con,
+        "SELECT coalesce(sum((length(text) - length(replace(text, $p, ''))) // length($p)), 0) "
+        "FROM lines WHERE session_id = $s AND contains(text, $p)",
+        {"p": phrase, "s": session_id},
+    )
+    total = int(total_row[0]) if total_row else 0
+    hits: list[dict[str, Any]] = []
+    used = 0
+    truncated = False
+    if total and max_hits:
+        rows = con.execute(
+            "SELECT line_no, text FROM lines WHERE session_id = $s AND contains(text, $p) ORDER BY line_no LIMIT $n",
+            {"s": session_id, "p": phrase, "n": max_hits},
+        ).fetchall()
+        for line_no, text in rows:
+            start = text.find(phrase)
+            while start >= 0:
+                end = start + len(phrase)
+                hit = {
+                    "line": line_no,
+                    "column": start + 1,
+                    "before": text[max(0, start - context) : start],
+                    "match": phrase,
+                    "after": text[end : end + context],
+                }
+                size = len(hit["before"]) + len(hit["after"]) + len(phrase) + 40
+                if len(hits) >= max_hits or used + size > MAX_RESULT_CHARS:
+                    truncated = True
+                    break
+                hits.append(hit)
+                used += size
+                start = text.find(phrase, end)
+            if truncated:
+                break
+    if len(hits) < total:
+        truncated = True
+    return {"sessionId": session_id, "phrase": phrase, "total": total, "truncated": truncated, "hits": hits}
+
+
+def read_lines(
+    con: duckdb.DuckDBPyConnection,
+    session_id: str,
+    start: int,
+    end: int,
+    width: int | None = None,
+    *,
+    allowed: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """Lines start..end (1-based, inclusive), each cut at `width` characters, at most
+    MAX_READ_LINES lines and MAX_RESULT_CHARS characters per call (`truncated` when cut short)."""
+    line_count = _check_session(con, session_id, allowed)
+    width = DEFAULT_WIDTH if width is None else width
+    for name, value in (("start", start), ("end", end), ("width", width)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ToolError(f"{name} must be a whole number, got {value!r}")
+    if width < 1 or width > MAX_WIDTH:
+        raise ToolError(f"width must be between 1 and {MAX_WIDTH}, got {width}")
+    if start < 1 or end < start:
+        raise ToolError(f"bad range {start}..{end}: lines are numbered from 1 and end must be ≥ start")
+    if start > line_count:
+        raise ToolError(f"bad range {start}..{end}: session {session_id} has {line_count} lines")
+    truncated = False
+    last = min(end, line_count)
+    if last - start + 1 > MAX_READ_LINES:
+        last = start + MAX_READ_LINES - 1
+        truncated = True
+    rows = con.execute(
+        "SELECT line_no, substr(text, 1, $w) AS head, length(text) > $w AS cut FROM lines "
+        "WHERE session_id = $s AND line_no BETWEEN $a AND $b ORDER BY line_no",
+        {"w": width, "s": session_id, "a": start, "b": last},
+    ).fetchall()
+    lines: list[dict[str, Any]] = []
+    used = 0
+    for line_no, head, cut in rows:
+        if used + len(head) > MAX_RESULT_CHARS:
+            truncated = True
+            break
+        lines.append({"line": line_no, "text": head, "cut": bool(cut)})
+        used += len(head)
+    end_out = lines[-1]["line"] if lines else start - 1
+    return {
+        "sessionId": session_id,
+        "start": start,
+        "end": end_out,
+        "lineCount": line_count,
+        "truncated": truncated,
+        "lines": lines,
+    }
