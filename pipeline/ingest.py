@@ -88,15 +88,21 @@ class IngestReport:
         }
 
 
-def discover(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
-    """Every `*.jsonl` under each directory, and each file named directly, in a stable order."""
+def discover(paths: Sequence[str | os.PathLike[str]], warnings: list[str] | None = None) -> list[Path]:
+    """Every `*.jsonl` under each directory, and each file named directly, in a stable order.
+
+    A broken link named `*.jsonl` is kept so that reading it fails loudly; a folder with no
+    transcript at all is reported in `warnings`.
+    """
     found: list[Path] = []
     seen: set[Path] = set()
     for raw in paths:
         path = Path(raw).absolute()
         if path.is_dir():
-            candidates: Iterable[Path] = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
-        elif path.exists():
+            candidates: Iterable[Path] = sorted(p for p in path.rglob("*.jsonl") if not p.is_dir())
+            if not candidates and warnings is not None:
+                warnings.append(f"{path}: no *.jsonl files in this folder")
+        elif path.exists() or path.is_symlink():
             candidates = [path]
         else:
             raise UsageError(f"{raw}: no such file or directory")
@@ -385,8 +391,8 @@ def ingest(
     progress: bool = False,
 ) -> IngestReport:
     """Ingest every transcript under `paths` into an open read-write warehouse connection."""
-    files = discover(paths)
     report = IngestReport()
+    files = discover(paths, report.warnings)
     if progress and sys.stderr.isatty():
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 

@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipeline import db
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "data" / "samples"
+
+# Tests never talk to a real model endpoint, whatever the developer's shell has configured.
+for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PIPELINE_DB", "PIPELINE_CORPUS", "PIPELINE_RUNS", "PIPELINE_MODEL"):
+    os.environ.pop(_var, None)
+
+
+def write_jsonl(path: Path, records: list, *, trailing_newline: bool = True) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in records)
+    path.write_text(text + ("\n" if trailing_newline else ""), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = db.connect(tmp_path / "w.duckdb")
+    yield con
+    con.close()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "w.duckdb"

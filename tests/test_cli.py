@@ -1,0 +1,101 @@
+"""CLI conventions: --db anywhere before --, one JSON document on stdout, exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from tests.conftest import write_jsonl
+
+
+@pytest.fixture
+def ingested(tmp_path: Path) -> Path:
+    write_jsonl(tmp_path / "t" / "s.jsonl", [
+        {"type": "user", "sessionId": "S1", "cwd": "/w", "timestamp": "2026-10-01T10:00:00Z", "message": {"role": "user", "content": "run -m pytest please"}},
+        "garbage line",
+    ])
+    db = tmp_path / "w.duckdb"
+    assert main(["ingest", str(tmp_path / "t"), "--db", str(db)]) == 0
+    return db
+
+
+def run_json(capsys, argv: list[str]) -> tuple[int, object]:
+    capsys.readouterr()
+    code = main(argv)
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_options_before_arguments_and_double_dash(ingested: Path, capsys) -> None:
+    code, doc = run_json(capsys, ["search", "--json", "--db", str(ingested), "--", "S1", "-m pytest"])
+    assert code == 0 and doc["total"] == 1 and doc["hits"][0]["line"] == 1
+    code, doc = run_json(capsys, ["search", "S1", "please", "--db", str(ingested), "--json"])
+    assert code == 0 and doc["total"] == 1
+
+
+def test_read_and_sessions_json(ingested: Path, capsys) -> None:
+    code, doc = run_json(capsys, ["read", "--db", str(ingested), "--json", "S1", "1", "2", "--width", "5"])
+    assert code == 0 and doc["lines"] == [{"line": 1, "text": '{"typ', "cut": True}, {"line": 2, "text": "garba", "cut": True}]
+    code, doc = run_json(capsys, ["sessions", "--json", "--db", str(ingested)])
+    assert code == 0 and [e["sessionId"] for e in doc] == ["S1"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["search", "nope", "x"], "unknown session"),
+        (["search", "S1", ""], "non-empty"),
+        (["read", "S1", "3", "1"], "bad range"),
+        (["read", "S1", "1", "x"], "invalid int"),
+        (["search", "S1"], "required"),
+    ],
+)
+def test_usage_errors_exit_2_without_traceback(ingested: Path, capsys, argv: list[str], needle: str) -> None:
+    try:
+        code = main([*argv, "--db", str(ingested)])
+    except SystemExit as exc:  # argparse's own errors exit from inside parse_args
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_missing_warehouse_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    assert main(["sessions", "--db", str(tmp_path / "none.duckdb")]) == 2
+    assert "run `pipeline ingest" in capsys.readouterr().err
+
+
+def test_sql_formats(ingested: Path, capsys) -> None:
+    code, doc = run_json(capsys, ["sql", "SELECT session_id, line_count FROM sessions", "--format", "json", "--db", str(ingested)])
+    assert code == 0 and doc == [{"session_id": "S1", "line_count": 2}]
+    assert main(["sql", "SELECT nonsense FROM nowhere", "--db", str(ingested)]) == 2
+    assert "the query failed" in capsys.readouterr().err
+    assert main(["sql", "SELECT 1 AS a", "--format", "csv", "--db", str(ingested)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["a", "1"]
+
+
+def test_ingest_json_report_and_exit_code_for_unreadable(tmp_path: Path, capsys) -> None:
+    write_jsonl(tmp_path / "t" / "ok.jsonl", [{"type": "user", "sessionId": "S"}])
+    (tmp_path / "t" / "broken.jsonl").symlink_to(tmp_path / "missing")
+    code, doc = run_json(capsys, ["ingest", "--json", str(tmp_path / "t"), "--db", str(tmp_path / "w.duckdb")])
+    assert code == 1 and doc["newLines"] == 1 and doc["errors"][0]["path"].endswith("broken.jsonl")
+
+
+def test_env_var_names_the_warehouse(ingested: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIPELINE_DB", str(ingested))
+    code, doc = run_json(capsys, ["sessions", "--json"])
+    assert code == 0 and doc[0]["sessionId"] == "S1"
+
+
+def test_python_dash_m_entry_point(ingested: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pipeline", "search", "--json", "--db", str(ingested), "--", "S1", "-m pytest"],
+        capture_output=True, text=True, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["total"] == 1
