@@ -1,0 +1,217 @@
+"""`make bench`: speed and memory figures, each printed next to its reference, measured in one run.
+
+Builds a synthetic corpus of at least 1 GB under bench/out/ (git-ignored; reused when present),
+then measures ingest, re-ingest, search and read. Results go to bench/out/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+OUT = ROOT / "out"
+CORPUS = OUT / "corpus"
+TARGET_BYTES = 1_100_000_000
+SESSIONS = 320
+WORDS = (
+    "the test fails because fixture port retry cache parser handler config deploy build module import error "
+    "warning value request response session token prompt user agent tool result file path line column schema "
+    "migration index query table commit branch merge review docker compose timeout connection refused"
+).split()
+
+
+def _text(rng: random.Random, n_words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n_words))
+
+
+def build_corpus(target: int = TARGET_BYTES) -> None:
+    marker = CORPUS / ".complete"
+    if marker.exists() and int(marker.read_text()) >= target:
+        return
+    shutil.rmtree(CORPUS, ignore_errors=True)
+    rng = random.Random(7)
+    # A pool of realistic line bodies, reused with fresh ids so generation is fast.
+    pool = [_text(rng, rng.randint(20, 600)) for _ in range(400)]
+    image = "iVBORw0KGgo" + "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") for _ in range(1_500_000))
+    per_session = target // SESSIONS
+    total = 0
+    for s in range(SESSIONS):
+        sid = f"{s:08d}-0000-4000-8000-{rng.getrandbits(48):012x}"
+        folder = CORPUS / "projects" / f"-home-dev-src-project{s % 12}"
+        folder.mkdir(parents=True, exist_ok=True)
+        size = int(per_session * rng.uniform(0.4, 1.6)) if s else per_session * 4  # session 0 is the largest
+        parts: list[str] = []
+        written = 0
+        i = 0
+        while written < size:
+            ts = f"2026-10-{1 + (i // 4000) % 28:02d}T{(i // 60) % 24:02d}:{i % 60:02d}:00.000Z"
+            if i % 3 == 0:
+                content = pool[i % len(pool)] if not (s % 10 == 3 and i == 30) else None
+                if content is None:
+                    rec = {"type": "user", "sessionId": sid, "cwd": f"/home/dev/src/project{s % 12}", "timestamp": ts,
+                           "message": {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": image}}]}}
+                else:
+                    rec = {"type": "user", "sessionId": sid, "cwd": f"/home/dev/src/project{s % 12}", "timestamp": ts,
+                           "message": {"role": "user", "content": content}}
+            else:
+                rec = {"type": "assistant", "sessionId": sid, "timestamp": ts, "requestId": f"req_{s}_{i // 2}",
+                       "message": {"id": f"msg_{s}_{i // 2}", "role": "assistant", "model": "claude-sonnet-4-5",
+                                   "content": [{"type": "text", "text": pool[(i * 7) % len(pool)]}],
+                                   "usage": {"input_tokens": 3, "cache_creation_input_tokens": 200,
+                                             "cache_read_input_tokens": 1000 + i * 10, "output_tokens": 50 + i % 7}}}
+            line = json.dumps(rec) + "\n"
+            parts.append(line)
+            written += len(line)
+            i += 1
+            if len(parts) >= 2000:
+                with (folder / f"{sid}.jsonl").open("a") as fh:
+                    fh.write("".join(parts))
+                parts.clear()
+        with (folder / f"{sid}.jsonl").open("a") as fh:
+            fh.write("".join(parts))
+        total += written
+    marker.write_text(str(total))
+
+
+def corpus_bytes() -> int:
+    return sum(p.stat().st_size for p in CORPUS.rglob("*.jsonl"))
+
+
+def timed(cmd: list[str], **kw) -> tuple[float, subprocess.CompletedProcess]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, check=True, **kw)
+    return time.perf_counter() - t0, proc
+
+
+def child_peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def append_one_percent(files: list[Path]) -> int:
+    added = 0
+    budget = int(corpus_bytes() * 0.01)
+    rng = random.Random(11)
+    i = 0
+    while added < budget:
+        f = files[i % len(files)]
+        sid = f.stem
+        rec = {"type": "user", "sessionId": sid, "timestamp": "2026-11-01T00:00:00.000Z",
+               "message": {"role": "user", "content": _text(rng, 400)}}
+        line = json.dumps(rec) + "\n"
+        with f.open("a") as fh:
+            fh.write(line)
+        added += len(line)
+        i += 1
+    return added
+
+
+def p50(fn, n: int = 9) -> float:
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bytes", type=int, default=TARGET_BYTES)
+    ap.add_argument("--skip-cache", action="store_true", help="skip the cache-report benchmark")
+    args = ap.parse_args()
+    OUT.mkdir(exist_ok=True)
+    t0 = time.perf_counter()
+    build_corpus(args.bytes)
+    size = corpus_bytes()
+    files = sorted(CORPUS.rglob("*.jsonl"))
+    print(f"corpus: {len(files)} sessions, {size / 1e9:.2f} GB (built/reused in {time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    results: dict[str, object] = {"corpus_bytes": size, "sessions": len(files)}
+
+    copy_dir = OUT / "copy"
+    shutil.rmtree(copy_dir, ignore_errors=True)
+    subprocess.run(["sync"], check=True)
+    t_copy, _ = timed(["bash", "-c", f"cp -r '{CORPUS}' '{copy_dir}' && sync"])
+    shutil.rmtree(copy_dir, ignore_errors=True)
+    results["cp_sync_s"] = t_copy
+
+    db = OUT / "bench.duckdb"
+    for p in (db, Path(str(db) + ".wal")):
+        p.unlink(missing_ok=True)
+    pipeline = [sys.executable, "-m", "pipeline"]
+    t_ingest, _ = timed([*pipeline, "ingest", str(CORPUS), "--db", str(db), "--json"], stdout=subprocess.DEVNULL)
+    results["ingest_s"] = t_ingest
+    results["ingest_peak_rss_mb"] = child_peak_rss_mb()
+
+    added = append_one_percent(files)
+    t_re, _ = timed([*pipeline, "ingest", str(CORPUS), "--db", str(db), "--json"], stdout=subprocess.DEVNULL)
+    results["reingest_1pct_s"] = t_re
+    results["reingest_added_bytes"] = added
+
+    import duckdb
+
+    from pipeline import tools
+
+    largest = max(files, key=lambda p: p.stat().st_size)
+    con = duckdb.connect(str(db), read_only=True)
+    sid = con.execute("SELECT session_id FROM sessions WHERE path = ?", [str(largest)]).fetchall()[0][0]
+    phrase = "connection refused"
+    grep_out = OUT / "grep.out"
+    results["search_p50_ms"] = p50(lambda: tools.search_transcript(con, sid, phrase)) * 1000
+    results["grep_nF_p50_ms"] = p50(lambda: subprocess.run(["grep", "-nF", phrase, str(largest)], stdout=grep_out.open("wb"), check=False)) * 1000
+    results["count_lines_p50_ms"] = p50(
+        lambda: con.execute("SELECT count(*) FROM lines WHERE contains(text, ?)", [phrase]).fetchall(), n=5
+    ) * 1000
+    results["grep_rcF_p50_ms"] = p50(
+        lambda: subprocess.run(["grep", "-rcF", phrase, str(CORPUS)], stdout=grep_out.open("wb"), check=False), n=5
+    ) * 1000
+    mid = con.execute("SELECT line_count FROM sessions WHERE session_id = ?", [sid]).fetchall()[0][0] // 2
+    results["read_200_p50_ms"] = p50(lambda: tools.read_lines(con, sid, mid, mid + 199), n=21) * 1000
+    con.close()
+
+    if not args.skip_cache:
+        cache_bench = ROOT / "cache_report.py"
+        if cache_bench.exists():
+            proc = subprocess.run([sys.executable, str(cache_bench)], capture_output=True, text=True, check=True)
+            results.update(json.loads(proc.stdout))
+
+    (OUT / "results.json").write_text(json.dumps(results, indent=2))
+    print_table(results)
+    return 0
+
+
+def print_table(r: dict) -> None:
+    gb = r["corpus_bytes"] / 1e9
+    rows = [
+        ("full ingest", f"{r['ingest_s']:.2f} s for {gb:.2f} GB", f"cp -r + sync {r['cp_sync_s']:.2f} s",
+         f"{r['ingest_s'] / r['cp_sync_s']:.1f}x (must be <= 10x, aim <= 4x)"),
+        ("ingest peak RSS", f"{r['ingest_peak_rss_mb']:.0f} MB", "limit 1536 MB", "ok" if r["ingest_peak_rss_mb"] <= 1536 else "OVER"),
+        ("re-ingest after +1 %", f"{r['reingest_1pct_s']:.2f} s", f"full ingest {r['ingest_s']:.2f} s",
+         f"{100 * r['reingest_1pct_s'] / r['ingest_s']:.1f} % (goal <= 5 %)"),
+        ("search, largest session (p50)", f"{r['search_p50_ms']:.1f} ms", f"grep -nF {r['grep_nF_p50_ms']:.1f} ms",
+         f"{r['search_p50_ms'] / r['grep_nF_p50_ms']:.2f}x (goal <= 2x)"),
+        ("count matching lines, corpus", f"{r['count_lines_p50_ms']:.0f} ms", f"grep -rcF {r['grep_rcF_p50_ms']:.0f} ms",
+         f"{r['count_lines_p50_ms'] / r['grep_rcF_p50_ms']:.2f}x (goal <= 1x)"),
+        ("read 200 lines (p50)", f"{r['read_200_p50_ms']:.2f} ms", "goal 5 ms", "ok" if r["read_200_p50_ms"] <= 5 else "over"),
+    ]
+    if "cache_report_s" in r:
+        rows.append(("cache-report, bulk calls", f"{r['cache_report_s']:.1f} s, {r['cache_report_peak_rss_mb']:.0f} MB",
+                     f"{r['cache_report_calls']:,} calls", "goal <= 30 s and <= 4096 MB"))
+    width = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in [("measure", "ours", "reference", "ratio"), *rows]:
+        print("  ".join(cell.ljust(width[i]) for i, cell in enumerate(row)))
+    print(f"\n(written to {OUT / 'results.json'})")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(main())
