@@ -32,6 +32,7 @@ __all__ = [
     "MAX_CLAIM_CHARS",
     "MAX_GIST_CHARS",
     "MAX_QUOTE_CHARS",
+    "MAX_TOOL_RESULT_CHARS",
     "MIN_CANDIDATE_EVIDENCE",
     "Answer",
     "Candidate",
@@ -50,6 +51,8 @@ MAX_CLAIM_CHARS = 300
 MAX_GIST_CHARS = 1500
 MAX_QUOTE_CHARS = 600
 MIN_CANDIDATE_EVIDENCE = 2
+# No tool result, submit_answer's included, is longer than this (the bound the prompt states).
+MAX_TOOL_RESULT_CHARS = 60_000
 # How many batch ids a "not in this batch" reason lists before it abbreviates.
 _BATCH_IDS_SHOWN = 12
 
@@ -57,6 +60,16 @@ Kind = Literal["episodic", "semantic", "procedural", "agent_insight", "error_pat
 Actor = Literal["user", "agent", "other"]
 
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _brief(value: object, limit: int = 80) -> str:
+    """A value as quoted in a reason, shortened if a model sent something absurdly long."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _shown(session_id: str) -> str:
+    return _brief(session_id)
 
 
 def _not_blank(value: str) -> str:
@@ -96,8 +109,8 @@ class Entity(_Strict):
         if value != value.lower():
             raise PydanticCustomError(
                 "lowercase",
-                "an entity type is written in lowercase (e.g. 'file', 'command', 'unknown'); got {got!r}",
-                {"got": value},
+                "an entity type is written in lowercase (e.g. 'file', 'command', 'unknown'); got {got}",
+                {"got": _brief(value)},
             )
         return value
 
@@ -145,15 +158,15 @@ class Commitment(_Strict):
         if not _ISO_DAY.fullmatch(value):
             raise PydanticCustomError(
                 "iso_date",
-                "a due date is written YYYY-MM-DD (e.g. 2026-08-20); got {got!r}. Leave the field out "
+                "a due date is written YYYY-MM-DD (e.g. 2026-08-20); got {got}. Leave the field out "
                 "when the transcript names no date",
-                {"got": value},
+                {"got": _brief(value)},
             )
         try:
             dt.date.fromisoformat(value)
         except ValueError:
             raise PydanticCustomError(
-                "iso_date", "{got!r} is not a day of the calendar", {"got": value}
+                "iso_date", "{got} is not a day of the calendar", {"got": _brief(value)}
             ) from None
         return value
 
@@ -188,8 +201,12 @@ class CheckResult(BaseModel):
             return {"accepted": True}
         return {"accepted": False, "problems": [p.model_dump() for p in self.problems]}
 
-    def tool_result(self) -> str:
-        """The text returned to the model as the result of its `submit_answer` call."""
+    def tool_result(self, max_chars: int = MAX_TOOL_RESULT_CHARS) -> str:
+        """The text returned to the model as the result of its `submit_answer` call.
+
+        Like every tool result it stays within `max_chars`: when the problems would not fit, the
+        first ones are listed and `problemsTotal` says how many there are in all.
+        """
         if self.accepted:
             return json.dumps({"accepted": True, "message": "Answer accepted. Nothing more is needed."})
         count = len(self.problems)
@@ -198,10 +215,26 @@ class CheckResult(BaseModel):
             "kept. Correct exactly the problems listed, keep the rest as it was, and call submit_answer "
             "again with the complete answer."
         )
-        return json.dumps(
-            {"accepted": False, "message": message, "problems": [p.model_dump() for p in self.problems]},
-            ensure_ascii=False,
+        listed = [p.model_dump() for p in self.problems]
+        result: dict[str, Any] = {"accepted": False, "message": message, "problems": listed}
+        text = json.dumps(result, ensure_ascii=False)
+        if len(text) <= max_chars:
+            return text
+        # Keep the longest prefix of the problems that fits, leaving room for the longer message.
+        room = max_chars - 400 - len(message)
+        keep, used = 0, 0
+        for problem in listed:
+            used += len(json.dumps(problem, ensure_ascii=False)) + 2
+            if used > room:
+                break
+            keep += 1
+        result["problems"] = listed[:keep]
+        result["problemsTotal"] = count
+        result["message"] = (
+            f"{message} Only the first {keep} of the {count} problems fit in this result; fix those, "
+            "and the next submission will show what remains."
         )
+        return json.dumps(result, ensure_ascii=False)
 
 
 # --- turning pydantic errors into reasons a model can act on ------------------------------------
@@ -268,17 +301,14 @@ def _reason(err: ErrorDetails) -> str:
         return f"the field {field!r} is required but absent"
     if kind == "extra_forbidden":
         allowed = ", ".join(_FIELDS.get(_owner(loc), ()))
-        return f"unknown field {field!r}; remove it (the fields allowed here are: {allowed})"
+        return f"unknown field {_brief(field)}; remove it (the fields allowed here are: {allowed})"
     if kind in _JSON_KIND:
         return f"expected {_JSON_KIND[kind]} here, found {_json_type(value)}"
     if kind == "string_too_short":
         return "must not be empty"
     if kind == "string_too_long":
         length = len(value) if isinstance(value, str) else "too many"
-        return (
-            f"is {length} characters long but at most {ctx.get('max_length')} are allowed; "
-            "shorten it"
-        )
+        return f"is {length} characters long but at most {ctx.get('max_length')} are allowed; shorten it"
     if kind == "too_short":
         if field == "evidence":
             return (
@@ -291,9 +321,9 @@ def _reason(err: ErrorDetails) -> str:
             return f"has {ctx.get('actual_length')} evidence quotes; a commitment takes exactly one"
         return f"has {ctx.get('actual_length')} items but at most {ctx.get('max_length')} are allowed"
     if kind == "literal_error":
-        return f"{value!r} is not allowed here; use one of {ctx.get('expected')}"
+        return f"{_brief(value)} is not allowed here; use one of {ctx.get('expected')}"
     if kind in ("greater_than_equal", "less_than_equal"):
-        return f"must be a number from 0 to 1; got {value!r}"
+        return f"must be a number from 0 to 1; got {_brief(value)}"
     if kind == "finite_number":
         return "must be a finite number from 0 to 1"
     return str(err["msg"])
@@ -330,7 +360,7 @@ class _Checker:
             return Problem(
                 path=path,
                 reason=(
-                    f"session {session_id!r} is not in this batch ({self.batch_listing()}); cite only "
+                    f"session {_shown(session_id)} is not in this batch ({self.batch_listing()}); cite only "
                     "sessionIds exactly as list_sessions gives them"
                 ),
             )
@@ -347,7 +377,7 @@ class _Checker:
             return [
                 Problem(
                     path=f"{path}.sessionId",
-                    reason=f"the warehouse holds no transcript lines for session {sid!r}, so nothing can be quoted from it",
+                    reason=f"the warehouse holds no transcript lines for session {_shown(sid)}, so nothing can be quoted from it",
                 )
             ]
         key = (sid, evidence.quote)
@@ -356,7 +386,7 @@ class _Checker:
         if self._contains[key]:
             return []
         reason = (
-            f"this quote does not appear word for word in session {sid!r}. Copy it exactly as the "
+            f"this quote does not appear word for word in session {_shown(sid)}. Copy it exactly as the "
             "transcript has it (same case, spacing and punctuation; text inside JSON may be quoted "
             "decoded or with its escapes), or cite the session it really comes from."
         )
@@ -365,7 +395,9 @@ class _Checker:
             reason += " Nothing in that session resembles it."
         else:
             line_no, passage = near
-            reason += f" The most similar passage is on line {line_no}: {json.dumps(passage, ensure_ascii=False)}"
+            reason += (
+                f" The most similar passage is on line {line_no}: {json.dumps(passage, ensure_ascii=False)}"
+            )
         return [Problem(path=f"{path}.quote", reason=reason)]
 
 
@@ -392,7 +424,7 @@ def _semantic_problems(data: Mapping[str, Any], checker: _Checker) -> list[Probl
         for path, evidence in _evidence_items(data, section):
             owner = path.rsplit(".evidence", 1)[0]
             key = (owner, evidence.sessionId, evidence.quote)
-            if key in seen:
+            if section == "candidates" and key in seen:
                 problems.append(
                     Problem(
                         path=path,
@@ -416,17 +448,22 @@ def _semantic_problems(data: Mapping[str, Any], checker: _Checker) -> list[Probl
 
 
 _PATH_TOKEN = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
-_FIELD_RANK: dict[str, int] = {}
-for _model in (Answer, Candidate, Commitment, Evidence, Entity):
-    for _name in _model.model_fields:
-        _FIELD_RANK.setdefault(_name, len(_FIELD_RANK))
+_FIELD_RANK: dict[str, dict[str, int]] = {
+    owner: {name: n for n, name in enumerate(fields)} for owner, fields in _FIELDS.items()
+}
 
 
 def _order(problem: Problem) -> tuple[tuple[int, int], ...]:
     """Sort key that keeps problems in the order their places appear in the answer."""
     key: list[tuple[int, int]] = []
+    owner, last = "answer", "answer"
     for index, name in _PATH_TOKEN.findall(problem.path):
-        key.append((0, int(index)) if index else (1, _FIELD_RANK.get(name, len(_FIELD_RANK))))
+        if index:
+            key.append((0, int(index)))
+            owner = last
+        else:
+            key.append((1, _FIELD_RANK.get(owner, {}).get(name, 99)))
+            last = name
     return tuple(key)
 
 
@@ -443,12 +480,22 @@ def _decode(data: Mapping[str, Any] | str) -> tuple[object, list[Problem]]:
         return None, [Problem(path="$", reason=reason)]
 
 
-def check_answer(data: Mapping[str, Any] | str, batch: Collection[str], lines: QuoteIndex) -> CheckResult:
+def _batch_ids(session_ids: Iterable[str] | str) -> list[str]:
+    """The batch as a list; a single string is read as comma-separated ids (as papermill may pass them)."""
+    if isinstance(session_ids, str):
+        return [sid.strip() for sid in session_ids.split(",") if sid.strip()]
+    return list(dict.fromkeys(session_ids))
+
+
+def check_answer(
+    data: Mapping[str, Any] | str, batch: Collection[str] | str, lines: QuoteIndex
+) -> CheckResult:
     """Check an answer (a parsed object or its JSON text) against the contract.
 
-    `batch` holds the sessionIds that were offered; `lines` is where quotes are looked up. Every
+    `batch` holds the sessionIds that were offered (a list, or one comma-separated string); `lines` is where quotes are looked up. Every
     problem is reported at once; any problem refuses the answer.
     """
+    batch = _batch_ids(batch)
     parsed, problems = _decode(data)
     if problems:
         return CheckResult(accepted=False, problems=problems)
@@ -460,7 +507,9 @@ def check_answer(data: Mapping[str, Any] | str, batch: Collection[str], lines: Q
     return CheckResult(accepted=True, answer=Answer.model_validate(parsed), problems=[])
 
 
-def check_answer_file(path: str | Path, session_ids: Iterable[str], db: str | Path | None = None) -> CheckResult:
+def check_answer_file(
+    path: str | Path, session_ids: Iterable[str] | str, db: str | Path | None = None
+) -> CheckResult:
     """Check the answer stored in the JSON file `path` against the batch `session_ids`.
 
     The warehouse `db` is opened read-only. A missing, unreadable or non-JSON file is a usage error
@@ -476,7 +525,9 @@ def check_answer_file(path: str | Path, session_ids: Iterable[str], db: str | Pa
     except IsADirectoryError:
         raise UsageError(f"{file} is a directory; pass the path of an answer.json file") from None
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{file} is not UTF-8 text (byte {exc.start}); an answer file is UTF-8 JSON") from None
+        raise UsageError(
+            f"{file} is not UTF-8 text (byte {exc.start}); an answer file is UTF-8 JSON"
+        ) from None
     except OSError as exc:
         raise UsageError(f"cannot read the answer file {file}: {exc.strerror or exc}") from None
     try:
@@ -485,6 +536,6 @@ def check_answer_file(path: str | Path, session_ids: Iterable[str], db: str | Pa
         raise UsageError(
             f"{file} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
         ) from None
-    batch = list(dict.fromkeys(session_ids))
+    batch = _batch_ids(session_ids)
     with reading(db) as con:
         return check_answer(data, batch, WarehouseQuotes(con))

@@ -47,6 +47,8 @@ CLOSEST_MAX_LINES = 40
 LONG_PIECE_CHARS = 20_000
 # The longest passage `closest` hands back.
 PASSAGE_CHARS = 200
+# Characters of context added on each side of the aligned passage.
+_CONTEXT = 20
 # Below this rapidfuzz score (0-100) nothing in the session is shown as "close".
 MIN_CLOSEST_SCORE = 40.0
 
@@ -194,7 +196,11 @@ def closest_passage(quote: str, rows: Iterable[tuple[int, str]]) -> tuple[int, s
         budget -= len(window)
         found = fuzz.partial_ratio_alignment(quote, window)
         if found is not None and (best is None or found.score > best[0]):
-            best = (found.score, line_no, window[found.dest_start : found.dest_end])
+            # Widen the aligned stretch a little: the alignment can stop short of the end of the
+            # quote, and a few characters of context help the reader see where it sits.
+            extra = max(0, len(quote) - (found.dest_end - found.dest_start))
+            start = max(0, found.dest_start - _CONTEXT)
+            best = (found.score, line_no, window[start : found.dest_end + extra + _CONTEXT])
             if found.score >= 100.0:
                 break
     if best is None or best[0] < MIN_CLOSEST_SCORE:

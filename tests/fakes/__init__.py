@@ -1,0 +1,1 @@
+"""Test doubles of external services (no test reaches the network)."""
