@@ -1,236 +1,306 @@
 """What every ingest derives from newly stored lines: session statistics and `llm_calls` usage rows.
 
-The JSON of the new lines is parsed inside DuckDB (vectorised, in parallel) into a narrow projection;
-the per-format rules then run on that projection with polars. Work is proportional to the new lines:
-whatever must carry over between ingests (Codex cumulative totals, the current model, prompt counts)
-lives in `sessions.state`.
+The JSON of new lines is parsed inside DuckDB (vectorised, in parallel) into a narrow projection,
+once per batch of lines, while the batch is still in memory. The per-format rules then run on the
+projection with polars, for all sessions of a transaction at once. Work is proportional to the new
+lines: what must carry over between ingests (Codex cumulative totals, the current model, prompt
+counts) lives in `sessions.state`.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
-from pipeline import db, formats
+from pipeline import formats
 
 # Claude Code user records that are output of local commands or interruptions, not prompts.
 _CLAUDE_NOT_PROMPT = ("<local-command-stdout>", "<local-command-stderr>", "[Request interrupted")
 # Codex injects these as user/developer messages; they are context, not prompts.
 _CODEX_INJECTED = ("<environment_context>", "<user_instructions>", "<permissions", "# AGENTS.md", "<INSTRUCTIONS>")
 
-_CLAUDE_PATHS = [
-    "$.type", "$.timestamp", "$.cwd", "$.isMeta", "$.message.id", "$.requestId", "$.message.model",
-    "$.message.usage.input_tokens", "$.message.usage.cache_creation_input_tokens",
-    "$.message.usage.cache_read_input_tokens", "$.message.usage.output_tokens", "$.message.content[0].type",
-]
-_CODEX_PATHS = [
-    "$.type", "$.timestamp", "$.payload.type", "$.payload.role", "$.payload.cwd", "$.payload.model",
-    "$.payload.info.total_token_usage.input_tokens", "$.payload.info.total_token_usage.cached_input_tokens",
-    "$.payload.info.total_token_usage.output_tokens", "$.payload.content[0].text",
-]
-_GENERIC_PATHS = ["$.timestamp", "$.ts", "$.time", "$.created_at", "$.role", "$.type", "$.cwd"]
+# Every field any format needs, extracted with a single parse of each line.
+FIELDS: dict[str, str] = {
+    "type": "$.type",
+    "ts": "$.timestamp",
+    "cwd": "$.cwd",
+    "is_meta": "$.isMeta",
+    "msg_id": "$.message.id",
+    "req_id": "$.requestId",
+    "msg_model": "$.message.model",
+    "u_in": "$.message.usage.input_tokens",
+    "u_write": "$.message.usage.cache_creation_input_tokens",
+    "u_read": "$.message.usage.cache_read_input_tokens",
+    "u_out": "$.message.usage.output_tokens",
+    "block0": "$.message.content[0].type",
+    "p_type": "$.payload.type",
+    "p_role": "$.payload.role",
+    "p_cwd": "$.payload.cwd",
+    "p_model": "$.payload.model",
+    "t_in": "$.payload.info.total_token_usage.input_tokens",
+    "t_cached": "$.payload.info.total_token_usage.cached_input_tokens",
+    "t_out": "$.payload.info.total_token_usage.output_tokens",
+    "p_text0": "$.payload.content[0].text",
+    "g_ts": "$.ts",
+    "g_time": "$.time",
+    "g_created": "$.created_at",
+    "role": "$.role",
+}
+_PATHS = list(FIELDS.values())
+_TYPE = 1 + list(FIELDS).index("type")
+_BLOCK0 = 1 + list(FIELDS).index("block0")
+
+# Column positions are formatted in from the constant FIELDS; every value is a bound parameter.
+PROJECTION_SQL = f"""
+    SELECT session_id, line_no, f IS NOT NULL AS ok,
+           {", ".join(f"f[{i + 1}] AS {name}" for i, name in enumerate(FIELDS))},
+           CASE WHEN f[{_TYPE}] = 'user' AND f[{_BLOCK0}] IS NULL
+                THEN left(json_extract_string(text, '$.message.content'), 64) END AS prompt_head
+    FROM (SELECT session_id, line_no, text, TRY(json_extract_string(text, $paths)) AS f FROM {{table}})
+"""
 
 
-def _project(con: duckdb.DuckDBPyConnection, session_id: str, first_line: int, paths: list[str], extra: str = "") -> pl.DataFrame:
-    """Parse the new lines of one session into one row per line with the fields at `paths`."""
-    cols = ", ".join(f"f[{i + 1}] AS c{i}" for i in range(len(paths)))
-    sql = f"""
-        WITH src AS (
-            SELECT line_no, text, json_valid(text) AS ok FROM lines WHERE session_id = $sid AND line_no >= $from
-        ), f AS (
-            SELECT line_no, ok, text,
-                   CASE WHEN ok THEN json_extract_string(text, $paths) END AS f
-            FROM src
-        )
-        SELECT line_no, ok, {cols} {extra} FROM f ORDER BY line_no
-    """  # only column positions are formatted in; every value is a bound parameter
-    return db.frame(con, sql, {"sid": session_id, "from": first_line, "paths": paths})
+def project(con: duckdb.DuckDBPyConnection, table: str) -> pl.DataFrame:
+    """Parse the lines of a registered Arrow table (session_id, line_no, text) into the projection."""
+    from pipeline.db import frame
+
+    return frame(con, PROJECTION_SQL.format(table=table), {"paths": _PATHS})
 
 
-def _ts(col: str) -> pl.Expr:
-    return pl.col(col).str.to_datetime(time_zone="UTC", strict=False)
+@dataclass
+class Target:
+    """A session whose new lines are being folded in."""
+
+    session_id: str
+    format: str
+    path: str
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+def _ts(expr: pl.Expr) -> pl.Expr:
+    return expr.str.to_datetime(time_zone="UTC", strict=False)
 
 
 def _int(col: str) -> pl.Expr:
     return pl.col(col).cast(pl.Int64, strict=False)
 
 
-def update_session(con: duckdb.DuckDBPyConnection, session_id: str, first_line: int, path: str) -> int:
-    """Fold the lines from `first_line` on into the session's row and `llm_calls`.
+def fold(con: duckdb.DuckDBPyConnection, proj: pl.DataFrame, targets: dict[str, Target]) -> dict[str, int]:
+    """Fold projected new lines into `sessions`, `llm_calls` and `ingest_problems`.
 
-    Returns the number of new lines that are not JSON (each also recorded in `ingest_problems`).
+    Returns, per session, the number of new lines that are not JSON.
     """
-    fmt, state_text = db.one(con, "SELECT format, state FROM sessions WHERE session_id = ?", [session_id])
-    state: dict[str, Any] = json.loads(state_text) if state_text else {}
-    if fmt == formats.CLAUDE:
-        df = _project(
-            con, session_id, first_line, _CLAUDE_PATHS,
-            extra=", CASE WHEN ok AND f[1] = 'user' AND f[12] IS NULL "
-                  "THEN left(json_extract_string(text, '$.message.content'), 64) END AS prompt_head",
-        )
-        stats = _claude(con, session_id, df, state)
-    elif fmt == formats.CODEX:
-        df = _project(con, session_id, first_line, _CODEX_PATHS)
-        stats = _codex(con, session_id, df, state)
-    else:
-        df = _project(con, session_id, first_line, _GENERIC_PATHS)
-        stats = _generic(df, state)
-
-    bad = df.filter(~pl.col("ok"))["line_no"].to_list()
-    if bad:
-        con.executemany(
-            "INSERT INTO ingest_problems (session_id, line_no, kind, detail, path) VALUES (?, ?, 'not-json', ?, ?)",
-            [[session_id, n, "line is not valid JSON; stored verbatim", path] for n in bad],
-        )
-    turns = db.one(
-        con, "SELECT count(*) FROM llm_calls WHERE session_id = ? AND source IN ('claude-code', 'codex')", [session_id]
-    )[0]
-    if fmt == formats.JSONL:
-        turns = state.get("assistant_lines", 0)
-    con.execute(
-        """
-        UPDATE sessions SET
-            first_at = CASE WHEN first_at IS NULL OR $first < first_at THEN coalesce($first, first_at) ELSE first_at END,
-            last_at = CASE WHEN last_at IS NULL OR $last > last_at THEN coalesce($last, last_at) ELSE last_at END,
-            cwd = coalesce(cwd, $cwd),
-            slug = CASE WHEN cwd IS NULL AND $slug IS NOT NULL THEN $slug ELSE slug END,
-            prompts = $prompts, turns = $turns, model = coalesce($model, model), state = $state
-        WHERE session_id = $sid
-        """,
-        {
-            "first": stats["first_at"], "last": stats["last_at"], "cwd": stats["cwd"],
-            "slug": formats.slug_for(stats["cwd"]), "prompts": stats["prompts"], "turns": turns,
-            "model": state.get("model"), "state": json.dumps(state), "sid": session_id,
-        },
+    if proj.is_empty():
+        return {}
+    fmt = pl.DataFrame(
+        {"session_id": list(targets), "format": [t.format for t in targets.values()]},
+        schema={"session_id": pl.String, "format": pl.String},
     )
-    return len(bad)
+    proj = proj.join(fmt, on="session_id", how="left")
+    generic_ts = pl.coalesce("ts", "g_ts", "g_time", "g_created")
+    proj = proj.with_columns(
+        _ts(pl.when(pl.col("format") == formats.JSONL).then(generic_ts).otherwise(pl.col("ts"))).alias("at"),
+        pl.when(pl.col("format") == formats.CODEX).then(pl.col("p_cwd")).otherwise(pl.col("cwd")).alias("any_cwd"),
+    )
+    stats = proj.group_by("session_id").agg(
+        pl.col("at").min().alias("first_at"),
+        pl.col("at").max().alias("last_at"),
+        pl.col("any_cwd").drop_nulls().first().alias("cwd"),
+        (~pl.col("ok")).sum().alias("not_json"),
+    )
+
+    prompts: dict[str, int] = {}
+    calls: list[pl.DataFrame] = []
+    for name, part in proj.partition_by("format", as_dict=True).items():
+        kind = name[0] if isinstance(name, tuple) else name
+        if kind == formats.CLAUDE:
+            calls.append(_claude(part, targets, prompts))
+        elif kind == formats.CODEX:
+            calls.append(_codex(part, targets, prompts))
+        else:
+            _generic(part, targets, prompts)
+    calls = [c for c in calls if c.height]
+    if calls:
+        _upsert_calls(con, pl.concat(calls, how="vertical_relaxed"))
+
+    bad = proj.filter(~pl.col("ok")).select("session_id", "line_no")
+    if bad.height:
+        bad = bad.with_columns(
+            pl.col("session_id").replace_strict({k: t.path for k, t in targets.items()}, return_dtype=pl.String).alias("path")
+        )
+        _insert(con, "_new_problems", bad.to_arrow(), """
+            INSERT INTO ingest_problems (session_id, line_no, kind, detail, path)
+            SELECT session_id, line_no, 'not-json', 'line is not valid JSON; stored verbatim', path FROM _new_problems
+        """)
+
+    ids = list(targets)
+    turns = dict(
+        con.execute(
+            "SELECT session_id, count(*) FROM llm_calls WHERE source IN ('claude-code', 'codex') "
+            "AND session_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY session_id",
+            [ids],
+        ).fetchall()
+    )
+    rows = []
+    not_json: dict[str, int] = {}
+    stat_by_id = {r["session_id"]: r for r in stats.iter_rows(named=True)}
+    for sid, t in targets.items():
+        s = stat_by_id.get(sid)
+        if s is None:
+            continue
+        not_json[sid] = int(s["not_json"])
+        n_turns = t.state.get("assistant_lines", 0) if t.format == formats.JSONL else turns.get(sid, 0)
+        rows.append({
+            "session_id": sid, "first_at": s["first_at"], "last_at": s["last_at"], "cwd": s["cwd"],
+            "slug": formats.slug_for(s["cwd"]), "prompts": prompts.get(sid, t.state.get("prompts", 0)),
+            "turns": n_turns, "model": t.state.get("model"), "state": json.dumps(t.state),
+        })
+    if rows:
+        table = pa.Table.from_pylist(rows, schema=pa.schema([
+            ("session_id", pa.string()), ("first_at", pa.timestamp("us", tz="UTC")), ("last_at", pa.timestamp("us", tz="UTC")),
+            ("cwd", pa.string()), ("slug", pa.string()), ("prompts", pa.int64()), ("turns", pa.int64()),
+            ("model", pa.string()), ("state", pa.string()),
+        ]))
+        _insert(con, "_new_stats", table, """
+            UPDATE sessions SET
+                first_at = CASE WHEN sessions.first_at IS NULL OR n.first_at < sessions.first_at
+                                THEN coalesce(n.first_at, sessions.first_at) ELSE sessions.first_at END,
+                last_at = CASE WHEN sessions.last_at IS NULL OR n.last_at > sessions.last_at
+                               THEN coalesce(n.last_at, sessions.last_at) ELSE sessions.last_at END,
+                slug = CASE WHEN sessions.cwd IS NULL AND n.slug IS NOT NULL THEN n.slug ELSE sessions.slug END,
+                cwd = coalesce(sessions.cwd, n.cwd),
+                prompts = n.prompts, turns = n.turns, model = coalesce(n.model, sessions.model), state = n.state
+            FROM _new_stats n WHERE sessions.session_id = n.session_id
+        """)
+    return not_json
 
 
-def _span(df: pl.DataFrame, ts_col: str) -> tuple[Any, Any]:
-    ts = df.select(_ts(ts_col).alias("t")).drop_nulls()
-    if ts.is_empty():
-        return None, None
-    return ts["t"].min(), ts["t"].max()
-
-
-def _first(df: pl.DataFrame, col: str) -> str | None:
-    vals = df[col].drop_nulls()
-    return vals[0] if len(vals) else None
-
-
-def _claude(con: duckdb.DuckDBPyConnection, session_id: str, df: pl.DataFrame, state: dict[str, Any]) -> dict:
-    # c0 type, c1 timestamp, c2 cwd, c3 isMeta, c4 message.id, c5 requestId, c6 model,
-    # c7..c10 usage (input, cache_creation, cache_read, output), c11 content[0].type
-    first_at, last_at = _span(df, "c1")
-    users = df.filter((pl.col("c0") == "user") & (pl.col("c3").fill_null("false") != "true"))
-    string_prompt = pl.col("c11").is_null() & pl.col("prompt_head").is_not_null() & (pl.col("prompt_head") != "")
+def _claude(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int]) -> pl.DataFrame:
+    users = df.filter((pl.col("type") == "user") & (pl.col("is_meta").fill_null("false") != "true"))
+    string_prompt = pl.col("block0").is_null() & pl.col("prompt_head").is_not_null() & (pl.col("prompt_head") != "")
     for prefix in _CLAUDE_NOT_PROMPT:
         string_prompt = string_prompt & ~pl.col("prompt_head").str.starts_with(prefix)
-    block_prompt = pl.col("c11").is_in(["text", "image"])
-    state["prompts"] = state.get("prompts", 0) + users.filter(string_prompt | block_prompt).height
+    counted = users.filter(string_prompt | pl.col("block0").is_in(["text", "image"])).group_by("session_id").len()
+    new_counts = dict(counted.iter_rows())
+    for sid in df["session_id"].unique().to_list():
+        st = targets[sid].state
+        st["prompts"] = st.get("prompts", 0) + new_counts.get(sid, 0)
+        prompts[sid] = st["prompts"]
 
     responses = df.filter(
-        (pl.col("c0") == "assistant") & pl.col("c4").is_not_null() & (pl.col("c6").fill_null("") != "<synthetic>")
+        (pl.col("type") == "assistant") & pl.col("msg_id").is_not_null()
+        & (pl.col("msg_model").fill_null("") != "<synthetic>")
     )
-    if responses.height:
-        # One response is several lines (one per content block) repeating its usage; the last is final.
-        last = responses.group_by(["c4", "c5"], maintain_order=True).agg(pl.all().last())
-        rows = last.select(
-            pl.format("claude-code:{}:{}:{}", pl.lit(session_id), pl.col("c4"), pl.col("c5").fill_null("")).alias("call_id"),
-            _ts("c1").alias("at"),
-            pl.col("c6").alias("model"),
-            (_int("c7") + _int("c8").fill_null(0) + _int("c9").fill_null(0)).alias("prompt_tokens"),
-            _int("c9").alias("cached_tokens"),
-            _int("c8").alias("cache_write_tokens"),
-            _int("c10").alias("completion_tokens"),
-            pl.col("line_no"),
-        )
-        _upsert_calls(con, session_id, "claude-code", rows)
-        models = responses["c6"].drop_nulls()
-        if len(models):
-            state["model"] = models[-1]
-    return {"first_at": first_at, "last_at": last_at, "cwd": _first(df, "c2"), "prompts": state["prompts"]}
+    if responses.is_empty():
+        return pl.DataFrame()
+    for sid, model in responses.group_by("session_id").agg(pl.col("msg_model").drop_nulls().last()).iter_rows():
+        if model:
+            targets[sid].state["model"] = model
+    # One response is several lines (one per content block) repeating its usage; the last is final.
+    last = responses.group_by(["session_id", "msg_id", "req_id"], maintain_order=True).agg(pl.all().last())
+    return last.select(
+        pl.format("claude-code:{}:{}:{}", "session_id", "msg_id", pl.col("req_id").fill_null("")).alias("call_id"),
+        pl.lit("claude-code").alias("source"),
+        "session_id", "at",
+        pl.col("msg_model").alias("model"),
+        (_int("u_in") + _int("u_write").fill_null(0) + _int("u_read").fill_null(0)).alias("prompt_tokens"),
+        _int("u_read").alias("cached_tokens"),
+        _int("u_write").alias("cache_write_tokens"),
+        _int("u_out").alias("completion_tokens"),
+        "line_no",
+    )
 
 
-def _codex(con: duckdb.DuckDBPyConnection, session_id: str, df: pl.DataFrame, state: dict[str, Any]) -> dict:
-    # c0 type, c1 timestamp, c2 payload.type, c3 payload.role, c4 payload.cwd, c5 payload.model,
-    # c6..c8 total_token_usage (input, cached_input, output), c9 payload.content[0].text
-    first_at, last_at = _span(df, "c1")
-    events = df.filter((pl.col("c0") == "event_msg") & (pl.col("c2") == "user_message"))
-    items = df.filter(
-        (pl.col("c0") == "response_item") & (pl.col("c2") == "message") & (pl.col("c3") == "user")
-        & pl.col("c9").is_not_null()
-    )
+def _codex(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int]) -> pl.DataFrame:
+    events = df.filter((pl.col("type") == "event_msg") & (pl.col("p_type") == "user_message")).group_by("session_id").len()
     injected = pl.lit(False)
     for prefix in _CODEX_INJECTED:
-        injected = injected | pl.col("c9").str.strip_chars_start().str.starts_with(prefix)
-    state["prompt_events"] = state.get("prompt_events", 0) + events.height
-    state["prompt_items"] = state.get("prompt_items", 0) + items.filter(~injected).height
-    # The prompt is logged twice (event and response item); count the events when the log has them.
-    prompts = state["prompt_events"] or state["prompt_items"]
+        injected = injected | pl.col("p_text0").str.strip_chars_start().str.starts_with(prefix)
+    items = df.filter(
+        (pl.col("type") == "response_item") & (pl.col("p_type") == "message") & (pl.col("p_role") == "user")
+        & pl.col("p_text0").is_not_null() & ~injected
+    ).group_by("session_id").len()
+    ev, it = dict(events.iter_rows()), dict(items.iter_rows())
+    seeds = []
+    for sid in df["session_id"].unique().to_list():
+        st = targets[sid].state
+        st["prompt_events"] = st.get("prompt_events", 0) + ev.get(sid, 0)
+        st["prompt_items"] = st.get("prompt_items", 0) + it.get(sid, 0)
+        # The prompt is logged twice (event and response item); count the events when the log has them.
+        prompts[sid] = st["prompt_events"] or st["prompt_items"]
+        totals = st.get("totals") or [None, None, None]
+        seeds.append({"session_id": sid, "seed_model": st.get("model"), "s_in": totals[0], "s_cached": totals[1], "s_out": totals[2]})
+    seed = pl.DataFrame(seeds, schema={"session_id": pl.String, "seed_model": pl.String, "s_in": pl.Int64, "s_cached": pl.Int64, "s_out": pl.Int64})
 
-    model_col = pl.when(pl.col("c0") == "turn_context").then(pl.col("c5"))
-    df = df.with_columns(model_col.alias("model"))
-    df = df.with_columns(pl.col("model").forward_fill().fill_null(pl.lit(state.get("model"))))
-    counts = df.filter(pl.col("c6").is_not_null()).select(
-        "line_no", "model", _ts("c1").alias("at"),
-        _int("c6").alias("inp"), _int("c7").fill_null(0).alias("cached"), _int("c8").alias("out"),
+    df = df.sort("session_id", "line_no").join(seed, on="session_id", how="left")
+    df = df.with_columns(
+        pl.when(pl.col("type") == "turn_context").then(pl.col("p_model")).otherwise(None)
+        .forward_fill().over("session_id").fill_null(pl.col("seed_model")).alias("model")
     )
-    if counts.height:
-        prev = state.get("totals") or [None, None, None]
-        counts = counts.with_columns(
-            pl.col("inp").shift(1).fill_null(pl.lit(prev[0], dtype=pl.Int64)).alias("p_inp"),
-            pl.col("cached").shift(1).fill_null(pl.lit(prev[1], dtype=pl.Int64)).alias("p_cached"),
-            pl.col("out").shift(1).fill_null(pl.lit(prev[2], dtype=pl.Int64)).alias("p_out"),
-        )
-        changed = counts.filter(
-            pl.col("p_inp").is_null()
-            | (pl.col("inp") != pl.col("p_inp")) | (pl.col("cached") != pl.col("p_cached")) | (pl.col("out") != pl.col("p_out"))
-        )
-        rows = changed.select(
-            pl.format("codex:{}:{}", pl.lit(session_id), pl.col("line_no")).alias("call_id"),
-            "at", "model",
-            (pl.col("inp") - pl.col("p_inp").fill_null(0)).alias("prompt_tokens"),
-            (pl.col("cached") - pl.col("p_cached").fill_null(0)).alias("cached_tokens"),
-            pl.lit(None, dtype=pl.Int64).alias("cache_write_tokens"),
-            (pl.col("out") - pl.col("p_out").fill_null(0)).alias("completion_tokens"),
-            "line_no",
-        )
-        _upsert_calls(con, session_id, "codex", rows)
-        last = counts.row(-1, named=True)
-        state["totals"] = [last["inp"], last["cached"], last["out"]]
-    models = df["model"].drop_nulls()
-    if len(models):
-        state["model"] = models[-1]
-    cwd = _first(df.filter(pl.col("c0").is_in(["session_meta", "turn_context"])), "c4")
-    return {"first_at": first_at, "last_at": last_at, "cwd": cwd, "prompts": prompts}
+    for sid, model in df.group_by("session_id").agg(pl.col("model").drop_nulls().last()).iter_rows():
+        if model:
+            targets[sid].state["model"] = model
+    counts = df.filter(pl.col("t_in").is_not_null()).select(
+        "session_id", "line_no", "model", "at", "s_in", "s_cached", "s_out",
+        _int("t_in").alias("inp"), _int("t_cached").fill_null(0).alias("cached"), _int("t_out").alias("out"),
+    )
+    if counts.is_empty():
+        return pl.DataFrame()
+    counts = counts.with_columns(
+        pl.col("inp").shift(1).over("session_id").fill_null(pl.col("s_in")).alias("p_inp"),
+        pl.col("cached").shift(1).over("session_id").fill_null(pl.col("s_cached")).alias("p_cached"),
+        pl.col("out").shift(1).over("session_id").fill_null(pl.col("s_out")).alias("p_out"),
+    )
+    for sid, inp, cached, out in counts.group_by("session_id").agg(
+        pl.col("inp").last(), pl.col("cached").last(), pl.col("out").last()
+    ).iter_rows():
+        targets[sid].state["totals"] = [inp, cached, out]
+    # token_count events often repeat the previous cumulative total: only a change is a response.
+    changed = counts.filter(
+        pl.col("p_inp").is_null()
+        | (pl.col("inp") != pl.col("p_inp")) | (pl.col("cached") != pl.col("p_cached")) | (pl.col("out") != pl.col("p_out"))
+    )
+    return changed.select(
+        pl.format("codex:{}:{}", "session_id", "line_no").alias("call_id"),
+        pl.lit("codex").alias("source"),
+        "session_id", "at", "model",
+        (pl.col("inp") - pl.col("p_inp").fill_null(0)).alias("prompt_tokens"),
+        (pl.col("cached") - pl.col("p_cached").fill_null(0)).alias("cached_tokens"),
+        pl.lit(None, dtype=pl.Int64).alias("cache_write_tokens"),
+        (pl.col("out") - pl.col("p_out").fill_null(0)).alias("completion_tokens"),
+        "line_no",
+    )
 
 
-def _generic(df: pl.DataFrame, state: dict[str, Any]) -> dict:
-    ts = df.select(pl.coalesce("c0", "c1", "c2", "c3").alias("t"))
-    first_at, last_at = _span(ts, "t")
-    role = pl.coalesce("c4", "c5")
-    state["prompts"] = state.get("prompts", 0) + df.filter(role == "user").height
-    state["assistant_lines"] = state.get("assistant_lines", 0) + df.filter(role == "assistant").height
-    return {"first_at": first_at, "last_at": last_at, "cwd": _first(df, "c6"), "prompts": state["prompts"]}
+def _generic(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int]) -> None:
+    role = pl.coalesce("role", "type")
+    counts = df.group_by("session_id").agg((role == "user").sum().alias("u"), (role == "assistant").sum().alias("a"))
+    for sid, u, a in counts.iter_rows():
+        st = targets[sid].state
+        st["prompts"] = st.get("prompts", 0) + int(u)
+        st["assistant_lines"] = st.get("assistant_lines", 0) + int(a)
+        prompts[sid] = st["prompts"]
 
 
-def _upsert_calls(con: duckdb.DuckDBPyConnection, session_id: str, source: str, rows: pl.DataFrame) -> None:
-    table = rows.with_columns(pl.lit(source).alias("source"), pl.lit(session_id).alias("session_id")).to_arrow()
-    con.register("_derived_calls", table)
+def _insert(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table, sql: str) -> None:
+    con.register(name, table)
     try:
-        con.execute(
-            """
-            INSERT OR REPLACE INTO llm_calls
-                (call_id, source, session_id, "at", model, prompt_tokens, cached_tokens, cache_write_tokens,
-                 completion_tokens, line_no)
-            SELECT call_id, source, session_id, "at", model, prompt_tokens, cached_tokens, cache_write_tokens,
-                   completion_tokens, line_no
-            FROM _derived_calls
-            """
-        )
+        con.execute(sql)
     finally:
-        con.unregister("_derived_calls")
+        con.unregister(name)
+
+
+def _upsert_calls(con: duckdb.DuckDBPyConnection, rows: pl.DataFrame) -> None:
+    _insert(con, "_derived_calls", rows.to_arrow(), """
+        INSERT OR REPLACE INTO llm_calls
+            (call_id, source, session_id, "at", model, prompt_tokens, cached_tokens, cache_write_tokens,
+             completion_tokens, line_no)
+        SELECT call_id, source, session_id, "at", model, prompt_tokens, cached_tokens, cache_write_tokens,
+               completion_tokens, line_no
+        FROM _derived_calls
+    """)

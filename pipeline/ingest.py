@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -19,12 +20,16 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
 from pipeline import db, derive, formats
 from pipeline.errors import UsageError
 
 CHUNK_BYTES = 32 * 1024 * 1024
+GROUP_BYTES = 256 * 1024 * 1024  # new bytes per transaction
+FLUSH_BYTES = 64 * 1024 * 1024  # lines buffered before one INSERT + JSON projection
+INGEST_MEMORY_LIMIT = "1GB"  # a constant, never user input
 HASH_BYTES = 4096
 
 
@@ -124,35 +129,44 @@ def _read_at(path: Path, offset: int, length: int) -> bytes:
 
 
 def _head_lines(path: Path, limit_bytes: int = 8 * 1024 * 1024) -> list[bytes]:
-    """Complete lines at the start of the file, for format sniffing (bounded read)."""
+    """The first complete lines of the file, for format sniffing (a bounded read)."""
+    data = b""
     with path.open("rb") as fh:
-        data = fh.read(limit_bytes)
-    parts = data.split(b"\n")
-    return parts[:-1][: formats.SNIFF_LINES]
+        while len(data) < limit_bytes:
+            block = fh.read(256 * 1024)
+            if not block:
+                break
+            data += block
+            if data.count(b"\n") >= formats.SNIFF_LINES:
+                break
+    return data.split(b"\n")[:-1][: formats.SNIFF_LINES]
 
 
 def _split(chunk: bytes) -> tuple[pa.Array, list[int]]:
-    """Split complete lines of `chunk` (which ends with \\n) into an Arrow string array.
+    """Split complete lines of `chunk` (which ends with \\n) into an Arrow string array, zero-copy
+    apart from dropping the newline bytes.
 
     Returns the array and the 0-based indexes of lines that were not valid UTF-8 (stored with
     replacement characters).
     """
-    arr = np.frombuffer(chunk, dtype=np.uint8)
-    newlines = np.flatnonzero(arr == 10)
+    newlines = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
     n = len(newlines)
+    try:
+        chunk.decode("utf-8")  # validation only; the fastest check CPython has
+    except UnicodeDecodeError:
+        return _split_slow(chunk, n)
     starts = np.empty(n, dtype=np.int64)
     starts[0] = 0
     starts[1:] = newlines[:-1] + 1
-    # Drop the newline bytes; line i then starts at its old start minus the i newlines before it.
-    data = arr[arr != 10]
+    data = chunk.replace(b"\n", b"")
+    # Line i starts at its old start minus the i newlines dropped before it.
     offsets = np.empty(n + 1, dtype=np.int64)
     offsets[:n] = starts - np.arange(n, dtype=np.int64)
     offsets[n] = len(data)
-    binary = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    try:
-        return binary.cast(pa.large_string()), []
-    except pa.ArrowInvalid:
-        pass
+    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]), []
+
+
+def _split_slow(chunk: bytes, n: int) -> tuple[pa.Array, list[int]]:
     texts: list[str] = []
     bad: list[int] = []
     for i, raw in enumerate(chunk.split(b"\n")[:n]):
@@ -190,6 +204,7 @@ class Ingester:
     def __init__(self, con: duckdb.DuckDBPyConnection, progress: Callable[[int], None] | None = None):
         self.con = con
         self.progress = progress or (lambda _n: None)
+        self._sniffed: dict[Path, formats.Identity] = {}
 
     # -- identity -------------------------------------------------------------------------------
     def _existing_by_path(self, path: str) -> dict | None:
@@ -240,32 +255,140 @@ class Ingester:
         )
         self.con.execute("DELETE FROM ingest_problems WHERE session_id = ?", [session_id])
 
-    # -- one file -------------------------------------------------------------------------------
-    def ingest_file(self, path: Path, report: IngestReport) -> FileResult:
-        spath = str(path)
-        result = FileResult(path=spath, session_id=None)
-        try:
-            size = path.stat().st_size
-            known = self._existing_by_path(spath)
-            if known is not None and size == known["size_bytes"] and self._unchanged_prefix(path, known):
-                result.session_id = known["session_id"]
-                return result
-            self.con.execute("BEGIN TRANSACTION")
+    # -- planning --------------------------------------------------------------------------------
+    def plan(self, files: Sequence[Path], report: IngestReport) -> list[tuple[Path, int, dict | None, FileResult]]:
+        """Decide what to read. Unchanged files are settled here; the rest are returned sorted by
+        session id, so that one ingest appends its rows in (session_id, line_no) order and the
+        row-group zone maps of `lines` stay tight for per-session queries."""
+        todo: list[tuple[str, Path, int, dict | None, FileResult]] = []
+        for path in files:
+            spath = str(path)
+            result = FileResult(path=spath, session_id=None)
             try:
-                self._ingest_locked(path, size, known, result, report)
-                self.con.execute("COMMIT")
+                size = path.stat().st_size
+                known = self._existing_by_path(spath)
+                if known is not None and size == known["size_bytes"] and self._unchanged_prefix(path, known):
+                    result.session_id = known["session_id"]
+                    report.files.append(result)
+                    continue
+                if known:
+                    key = known["session_id"]
+                else:
+                    self._sniffed[path] = formats.sniff(_head_lines(path))
+                    key = self._sniffed[path].claimed_id or formats.fallback_id(path)
+            except OSError as exc:
+                self._fail(result, exc, report)
+                continue
+            todo.append((key, path, size, known, result))
+        todo.sort(key=lambda t: (t[0], str(t[1])))
+        return [(p, size, known, result) for _, p, size, known, result in todo]
+
+    @staticmethod
+    def _fail(result: FileResult, exc: OSError, report: IngestReport) -> None:
+        result.action = "error"
+        result.message = f"{result.path}: cannot read ({exc.strerror or exc})"
+        report.warnings.append(result.message)
+        report.files.append(result)
+
+    def run(self, files: Sequence[Path], report: IngestReport) -> None:
+        """Ingest in transactions of about GROUP_BYTES of new data each.
+
+        A transaction is all-or-nothing, so a crash leaves every file either as it was before this
+        ingest or fully read up to a line boundary. A file that fails to read rolls back its group,
+        which is then redone without it.
+        """
+        queue = self.plan(files, report)
+        while queue:
+            group: list[tuple[Path, int, dict | None, FileResult]] = []
+            budget = 0
+            while queue and (not group or budget < GROUP_BYTES):
+                item = queue.pop(0)
+                group.append(item)
+                known = item[2]
+                budget += item[1] - (known["size_bytes"] if known else 0)
+            warnings_before = len(report.warnings)
+            self._reset_group()
+            self.con.execute("BEGIN TRANSACTION")
+            failed: int | None = None
+            try:
+                for i, (path, size, known, result) in enumerate(group):
+                    try:
+                        self._read_file(path, size, known, result, report)
+                    except OSError as exc:
+                        failed = i
+                        self._fail(result, exc, report)
+                        break
+                if failed is None:
+                    self._finish_group()
             except BaseException:
                 self.con.execute("ROLLBACK")
                 raise
-        except OSError as exc:
-            result.action = "error"
-            result.message = f"{spath}: cannot read ({exc.strerror or exc})"
-            report.warnings.append(result.message)
-        return result
+            if failed is None:
+                self.con.execute("COMMIT")
+                report.files.extend(r for *_, r in group)
+                continue
+            self.con.execute("ROLLBACK")
+            del report.warnings[warnings_before:-1]  # keep only the failure; the others will be redone
+            for _p, _s, _k, r in group:
+                if r.action != "error":
+                    r.action, r.new_lines, r.new_bytes, r.problems, r.session_id = "unchanged", 0, 0, 0, None
+            queue[:0] = [item for j, item in enumerate(group) if j != failed]
 
-    def _ingest_locked(
-        self, path: Path, size: int, known: dict | None, result: FileResult, report: IngestReport
-    ) -> None:
+    def ingest_file(self, path: Path, report: IngestReport) -> FileResult:
+        """Ingest one file in its own transaction."""
+        self.run([path], report)
+        return report.files[-1]
+
+    # -- one transaction -------------------------------------------------------------------------
+    def _reset_group(self) -> None:
+        self._buffer: list[pa.Table] = []
+        self._buffered = 0
+        self._projections: list[pl.DataFrame] = []
+        self._targets: dict[str, derive.Target] = {}
+        self._finish: list[tuple[FileResult, dict]] = []
+
+    def _append(self, session_id: str, first_line: int, texts: pa.Array) -> None:
+        n = len(texts)
+        sid = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([session_id]))
+        line_no = pa.array(np.arange(first_line, first_line + n, dtype=np.int64))
+        self._buffer.append(pa.table({"session_id": sid, "line_no": line_no, "text": texts}))
+        self._buffered += texts.nbytes
+        if self._buffered >= FLUSH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Append the buffered lines to `lines` and project their JSON, in one pass each."""
+        if not self._buffer:
+            return
+        batch = pa.concat_tables(self._buffer, promote_options="permissive")
+        self._buffer, self._buffered = [], 0
+        self.con.register("_ingest_batch", batch)
+        try:
+            self.con.execute(
+                "INSERT INTO lines SELECT session_id::VARCHAR, line_no, text FROM _ingest_batch"
+            )
+            self._projections.append(derive.project(self.con, "_ingest_batch"))
+        finally:
+            self.con.unregister("_ingest_batch")
+
+    def _finish_group(self) -> None:
+        self._flush()
+        not_json: dict[str, int] = {}
+        if self._projections:
+            proj = pl.concat(self._projections, how="vertical_relaxed")
+            proj = proj.with_columns(pl.col("session_id").cast(pl.String))
+            not_json = derive.fold(self.con, proj, self._targets)
+        for result, final in self._finish:
+            result.problems = not_json.get(final["session_id"], 0) + final["bad_utf8"]
+            self.con.execute(
+                "UPDATE sessions SET size_bytes = $size, line_count = $lines, problems = problems + $problems, "
+                "held_back_bytes = $held, head_hash = $hh, head_len = $hl, tail_hash = $th, tail_len = $tl, "
+                "ingested_at = $now WHERE session_id = $sid",
+                {**{k: v for k, v in final.items() if k not in ("session_id", "bad_utf8")},
+                 "problems": result.problems, "sid": final["session_id"]},
+            )
+
+    def _read_file(self, path: Path, size: int, known: dict | None, result: FileResult, report: IngestReport) -> None:
         spath = str(path)
         now = dt.datetime.now(dt.UTC)
         offset = 0
@@ -291,7 +414,7 @@ class Ingester:
             result.action = "rewritten"
             report.warnings.append(f"{spath}: the file was rewritten since the last ingest; read again from line 1")
         else:
-            ident = formats.sniff(_head_lines(path))
+            ident = self._sniffed.pop(path, None) or formats.sniff(_head_lines(path))
             session_id, claimed = self._assign_id(path, ident, report)
             self.con.execute(
                 "INSERT INTO sessions (session_id, path, format, parent_session_id, slug, cwd, claimed_session_id) "
@@ -306,6 +429,10 @@ class Ingester:
                 )
             result.action = "new"
         result.session_id = session_id
+        fmt_state = db.one(self.con, "SELECT format, state FROM sessions WHERE session_id = ?", [session_id])
+        self._targets[session_id] = derive.Target(
+            session_id, fmt_state[0], spath, json.loads(fmt_state[1]) if fmt_state[1] else {}
+        )
 
         line_no = first_line
         consumed = offset
@@ -316,27 +443,18 @@ class Ingester:
             if not chunk:
                 continue
             texts, bad = _split(chunk)
-            n = len(texts)
-            batch = pa.table({"line_no": pa.array(np.arange(line_no, line_no + n, dtype=np.int64)), "text": texts})
-            self.con.register("_ingest_batch", batch)
-            try:
-                self.con.execute(
-                    "INSERT INTO lines SELECT ?, line_no, text FROM _ingest_batch ORDER BY line_no", [session_id]
-                )
-            finally:
-                self.con.unregister("_ingest_batch")
             for i in bad:
                 self.con.execute(
                     "INSERT INTO ingest_problems (session_id, line_no, kind, detail, path) VALUES (?, ?, ?, ?, ?)",
                     [session_id, line_no + i, "invalid-utf8", "stored with replacement characters", spath],
                 )
+            self._append(session_id, line_no, texts)
             bad_utf8 += len(bad)
-            line_no += n
+            line_no += len(texts)
             consumed += len(chunk)
             self.progress(len(chunk))
 
-        new_lines = line_no - first_line
-        result.new_lines = new_lines
+        result.new_lines = line_no - first_line
         result.new_bytes = consumed - offset
         if held:
             report.warnings.append(
@@ -344,16 +462,13 @@ class Ingester:
             )
         head_len = min(consumed, HASH_BYTES)
         tail_len = min(consumed, HASH_BYTES)
-        head_hash = _sha(_read_at(path, 0, head_len)) if head_len else None
-        tail_hash = _sha(_read_at(path, consumed - tail_len, tail_len)) if tail_len else None
-        not_json = derive.update_session(self.con, session_id, first_line, spath) if new_lines else 0
-        result.problems = not_json + bad_utf8
-        self.con.execute(
-            "UPDATE sessions SET size_bytes = ?, line_count = ?, problems = problems + ?, held_back_bytes = ?, "
-            "head_hash = ?, head_len = ?, tail_hash = ?, tail_len = ?, ingested_at = ? WHERE session_id = ?",
-            [consumed, line_no - 1, result.problems, held, head_hash, head_len, tail_hash, tail_len, now, session_id],
-        )
-        if new_lines == 0 and result.action == "appended":
+        self._finish.append((result, {
+            "session_id": session_id, "size": consumed, "lines": line_no - 1, "held": held,
+            "hh": _sha(_read_at(path, 0, head_len)) if head_len else None, "hl": head_len,
+            "th": _sha(_read_at(path, consumed - tail_len, tail_len)) if tail_len else None, "tl": tail_len,
+            "now": now, "bad_utf8": bad_utf8,
+        }))
+        if result.new_lines == 0 and result.action == "appended":
             result.action = "unchanged"
 
     def _reidentify(self, path: Path, session_id: str, report: IngestReport) -> str:
@@ -393,6 +508,18 @@ def ingest(
     """Ingest every transcript under `paths` into an open read-write warehouse connection."""
     report = IngestReport()
     files = discover(paths, report.warnings)
+    # DuckDB would otherwise cache up to 80 % of RAM while loading; ingest streams, so cap it.
+    previous_limit = db.one(con, "SELECT current_setting('memory_limit')")[0]
+    con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
+    try:
+        _run(con, files, report, progress)
+    finally:
+        con.execute("SET memory_limit = ?", [previous_limit])
+    report.files.sort(key=lambda f: f.path)
+    return report
+
+
+def _run(con: duckdb.DuckDBPyConnection, files: list[Path], report: IngestReport, progress: bool) -> None:
     if progress and sys.stderr.isatty():
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
@@ -401,14 +528,9 @@ def ingest(
             console=_stderr_console(), transient=True,
         ) as bar:
             task = bar.add_task("ingest", total=total_bytes(files))
-            ingester = Ingester(con, progress=lambda n: bar.advance(task, n))
-            for f in files:
-                report.files.append(ingester.ingest_file(f, report))
+            Ingester(con, progress=lambda n: bar.advance(task, n)).run(files, report)
     else:
-        ingester = Ingester(con)
-        for f in files:
-            report.files.append(ingester.ingest_file(f, report))
-    return report
+        Ingester(con).run(files, report)
 
 
 def _stderr_console() -> Any:

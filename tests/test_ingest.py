@@ -309,7 +309,7 @@ def test_kill_between_files_leaves_committed_files_whole(db_path: Path, tmp_path
     write_jsonl(tmp_path / "p" / "a.jsonl", [user("a")])
     write_jsonl(tmp_path / "p" / "b.jsonl", [user("b", sid="S2")] * 3)
     con = db.connect(db_path)
-    real = ingest.derive.update_session
+    real = ingest.derive.fold
     calls = {"n": 0}
 
     def boom(*args, **kwargs):
@@ -318,12 +318,50 @@ def test_kill_between_files_leaves_committed_files_whole(db_path: Path, tmp_path
             raise RuntimeError("simulated crash")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ingest.derive, "update_session", boom)
+    monkeypatch.setattr(ingest.derive, "fold", boom)
+    monkeypatch.setattr(ingest, "GROUP_BYTES", 1)  # one transaction per file
     with pytest.raises(RuntimeError):
         ingest.ingest(con, [tmp_path / "p"])
-    monkeypatch.setattr(ingest.derive, "update_session", real)
+    monkeypatch.setattr(ingest.derive, "fold", real)
     assert rows(con, "SELECT session_id, line_count FROM sessions") == [("S1", 1)]
     assert rows(con, "SELECT count(*) FROM lines") == [(1,)]
     ingest.ingest(con, [tmp_path / "p"])
     assert rows(con, "SELECT session_id, line_count FROM sessions ORDER BY 1") == [("S1", 1), ("S2", 3)]
     con.close()
+
+
+def test_crash_inside_a_group_rolls_the_whole_group_back(db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_jsonl(tmp_path / "p" / "a.jsonl", [user("a")])
+    write_jsonl(tmp_path / "p" / "b.jsonl", [user("b", sid="S2")])
+    con = db.connect(db_path)
+    real = ingest.derive.fold
+
+    def boom(con_, proj, targets):
+        if "S2" in targets:
+            raise KeyboardInterrupt  # as a kill would interrupt it
+        return real(con_, proj, targets)
+
+    monkeypatch.setattr(ingest.derive, "fold", boom)
+    with pytest.raises(KeyboardInterrupt):
+        ingest.ingest(con, [tmp_path / "p"])
+    assert rows(con, "SELECT count(*) FROM sessions") == [(0,)]
+    assert rows(con, "SELECT count(*) FROM lines") == [(0,)]
+    con.close()
+
+
+def test_a_file_failing_mid_group_does_not_take_the_others_down(warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_jsonl(tmp_path / "p" / "a.jsonl", [user("a")])
+    bad = write_jsonl(tmp_path / "p" / "b.jsonl", [user("b", sid="S2")])
+    write_jsonl(tmp_path / "p" / "c.jsonl", [user("c", sid="S3")])
+    real = ingest._chunks
+
+    def flaky(path, offset):
+        if path == bad:
+            raise OSError(5, "Input/output error")
+        return real(path, offset)
+
+    monkeypatch.setattr(ingest, "_chunks", flaky)
+    report = ingest.ingest(warehouse, [tmp_path / "p"])
+    assert [f.action for f in report.files] == ["new", "error", "new"]
+    assert rows(warehouse, "SELECT session_id FROM sessions ORDER BY 1") == [("S1",), ("S3",)]
+    assert report.warnings == [f"{bad}: cannot read (Input/output error)"]
