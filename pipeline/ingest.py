@@ -8,6 +8,7 @@ recorded up to a line boundary or not touched at all.
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 import hashlib
 import json
@@ -142,28 +143,41 @@ def _head_lines(path: Path, limit_bytes: int = 8 * 1024 * 1024) -> list[bytes]:
     return data.split(b"\n")[:-1][: formats.SNIFF_LINES]
 
 
-def _split(chunk: bytes) -> tuple[pa.Array, list[int]]:
-    """Split complete lines of `chunk` (which ends with \\n) into an Arrow string array, zero-copy
-    apart from dropping the newline bytes.
+def _newlines(data: bytes, end: int) -> np.ndarray:
+    """Positions of every \\n in data[:end]; memchr through bytes.find, no large temporaries."""
+    out: list[int] = []
+    find = data.find
+    pos = find(b"\n", 0, end)
+    while pos >= 0:
+        out.append(pos)
+        pos = find(b"\n", pos + 1, end)
+    return np.fromiter(out, dtype=np.int64, count=len(out))
 
-    Returns the array and the 0-based indexes of lines that were not valid UTF-8 (stored with
-    replacement characters).
+
+def _split(data: bytes, end: int | None = None) -> tuple[pa.Array, list[int]]:
+    """Split the complete lines of data[:end] (data[end-1] is \\n) into an Arrow string array.
+
+    The only copy is the one that drops the newline bytes. Returns the array and the 0-based
+    indexes of lines that were not valid UTF-8 (stored with replacement characters).
     """
-    newlines = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
+    end = len(data) if end is None else end
+    newlines = _newlines(data, end)
     n = len(newlines)
-    try:
-        chunk.decode("utf-8")  # validation only; the fastest check CPython has
-    except UnicodeDecodeError:
-        return _split_slow(chunk, n)
+    if not data.isascii():
+        try:
+            codecs.utf_8_decode(memoryview(data)[:end], "strict")
+        except UnicodeDecodeError:
+            return _split_slow(data[:end], n)
     starts = np.empty(n, dtype=np.int64)
     starts[0] = 0
     starts[1:] = newlines[:-1] + 1
-    data = chunk.replace(b"\n", b"")
-    # Line i starts at its old start minus the i newlines dropped before it.
+    # Bytes after `end` (a held-back partial line) have no newline and trail harmlessly after the
+    # last offset. Line i starts at its old start minus the i newlines dropped before it.
+    compact = data.replace(b"\n", b"")
     offsets = np.empty(n + 1, dtype=np.int64)
     offsets[:n] = starts - np.arange(n, dtype=np.int64)
-    offsets[n] = len(data)
-    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]), []
+    offsets[n] = end - n
+    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(compact)]), []
 
 
 def _split_slow(chunk: bytes, n: int) -> tuple[pa.Array, list[int]]:
@@ -178,8 +192,9 @@ def _split_slow(chunk: bytes, n: int) -> tuple[pa.Array, list[int]]:
     return pa.array(texts, type=pa.large_string()), bad
 
 
-def _chunks(path: Path, offset: int) -> Iterator[tuple[bytes, int]]:
-    """Yield (complete-lines chunk, bytes held back after it) from `offset` to the end."""
+def _chunks(path: Path, offset: int) -> Iterator[tuple[bytes, int, int]]:
+    """Yield (data, end, held) from `offset` on: data[:end] is complete lines, `held` the bytes of
+    an unfinished last line (kept for the next block, or held back at the end of the file)."""
     with path.open("rb") as fh:
         fh.seek(offset)
         carry = b""
@@ -193,9 +208,9 @@ def _chunks(path: Path, offset: int) -> Iterator[tuple[bytes, int]]:
                 carry = data
                 continue
             carry = data[cut + 1 :]
-            yield data[: cut + 1], len(carry)
+            yield data, cut + 1, len(carry)
         if carry:
-            yield b"", len(carry)
+            yield b"", 0, len(carry)
 
 
 class Ingester:
@@ -207,17 +222,12 @@ class Ingester:
         self._sniffed: dict[Path, formats.Identity] = {}
 
     # -- identity -------------------------------------------------------------------------------
-    def _existing_by_path(self, path: str) -> dict | None:
-        row = db.one(
-            self.con,
-            "SELECT session_id, size_bytes, line_count, head_hash, head_len, tail_hash, tail_len, format "
-            "FROM sessions WHERE path = ?",
-            [path],
-        )
-        if row is None:
-            return None
-        keys = ("session_id", "size_bytes", "line_count", "head_hash", "head_len", "tail_hash", "tail_len", "format")
-        return dict(zip(keys, row, strict=True))
+    def _load_known(self) -> dict[str, dict]:
+        """Every stored session by path, in one query (a per-file lookup would dominate re-ingests)."""
+        keys = ("session_id", "size_bytes", "line_count", "head_hash", "head_len", "tail_hash", "tail_len",
+                "format", "state")
+        rows = self.con.execute(f"SELECT path, {', '.join(keys)} FROM sessions").fetchall()
+        return {r[0]: dict(zip(keys, r[1:], strict=True)) for r in rows}
 
     def _owner_of(self, session_id: str) -> str | None:
         row = db.one(self.con, "SELECT path FROM sessions WHERE session_id = ?", [session_id])
@@ -261,12 +271,13 @@ class Ingester:
         session id, so that one ingest appends its rows in (session_id, line_no) order and the
         row-group zone maps of `lines` stay tight for per-session queries."""
         todo: list[tuple[str, Path, int, dict | None, FileResult]] = []
+        known_by_path = self._load_known()
         for path in files:
             spath = str(path)
             result = FileResult(path=spath, session_id=None)
             try:
                 size = path.stat().st_size
-                known = self._existing_by_path(spath)
+                known = known_by_path.get(spath)
                 if known is not None and size == known["size_bytes"] and self._unchanged_prefix(path, known):
                     result.session_id = known["session_id"]
                     report.files.append(result)
@@ -429,20 +440,21 @@ class Ingester:
                 )
             result.action = "new"
         result.session_id = session_id
-        fmt_state = db.one(self.con, "SELECT format, state FROM sessions WHERE session_id = ?", [session_id])
-        self._targets[session_id] = derive.Target(
-            session_id, fmt_state[0], spath, json.loads(fmt_state[1]) if fmt_state[1] else {}
-        )
+        if result.action == "appended":
+            fmt, state = known["format"], known["state"]  # type: ignore[index]
+        else:
+            fmt, state = db.one(self.con, "SELECT format, state FROM sessions WHERE session_id = ?", [session_id])
+        self._targets[session_id] = derive.Target(session_id, fmt, spath, json.loads(state) if state else {})
 
         line_no = first_line
         consumed = offset
         held = 0
         bad_utf8 = 0
-        for chunk, held_after in _chunks(path, offset):
+        for data, end, held_after in _chunks(path, offset):
             held = held_after
-            if not chunk:
+            if not end:
                 continue
-            texts, bad = _split(chunk)
+            texts, bad = _split(data, end)
             for i in bad:
                 self.con.execute(
                     "INSERT INTO ingest_problems (session_id, line_no, kind, detail, path) VALUES (?, ?, ?, ?, ?)",
@@ -451,8 +463,8 @@ class Ingester:
             self._append(session_id, line_no, texts)
             bad_utf8 += len(bad)
             line_no += len(texts)
-            consumed += len(chunk)
-            self.progress(len(chunk))
+            consumed += end
+            self.progress(end)
 
         result.new_lines = line_no - first_line
         result.new_bytes = consumed - offset
