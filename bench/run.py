@@ -40,8 +40,21 @@ def build_corpus(target: int = TARGET_BYTES) -> None:
         return
     shutil.rmtree(CORPUS, ignore_errors=True)
     rng = random.Random(7)
-    # A pool of realistic line bodies, reused with fresh ids so generation is fast.
-    pool = [_text(rng, rng.randint(20, 600)) for _ in range(400)]
+    # Every line gets its own words (a repeated pool would flatter compression), and one in ten
+    # carries an incompressible blob, as tool output with hashes and base64 does.
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789+/"
+
+    class Pool:
+        def __getitem__(self, i: int) -> str:
+            words = " ".join(rng.choices(WORDS, k=rng.randint(20, 600)))
+            if i % 10 == 0:
+                words += " " + "".join(rng.choices(alphabet, k=rng.randint(200, 2000)))
+            return words
+
+        def __len__(self) -> int:
+            return 1 << 30
+
+    pool = Pool()
     image = "iVBORw0KGgo" + "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") for _ in range(1_500_000))
     per_session = target // SESSIONS
     total = 0

@@ -521,12 +521,21 @@ def ingest(
     report = IngestReport()
     files = discover(paths, report.warnings)
     # DuckDB would otherwise cache up to 80 % of RAM while loading; ingest streams, so cap it.
-    previous_limit = db.one(con, "SELECT current_setting('memory_limit')")[0]
+    previous = db.one(
+        con,
+        "SELECT current_setting('memory_limit'), current_setting('preserve_insertion_order'), "
+        "current_setting('force_compression')",
+    )
     con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
+    # Each INSERT is already sorted by (session_id, line_no); letting DuckDB write its row groups in
+    # parallel keeps every row group clustered while halving the write time.
+    con.execute("SET preserve_insertion_order = false")
     try:
         _run(con, files, report, progress)
     finally:
-        con.execute("SET memory_limit = ?", [previous_limit])
+        con.execute("SET memory_limit = ?", [previous[0]])
+        con.execute("SET preserve_insertion_order = ?", [previous[1]])
+        con.execute("SET force_compression = ?", [previous[2] or "auto"])
     report.files.sort(key=lambda f: f.path)
     return report
 
