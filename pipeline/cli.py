@@ -19,6 +19,8 @@ from pipeline.errors import PipelineError
 # Modules that contribute verbs, in the order `pipeline --help` lists them.
 COMMAND_MODULES = (
     "pipeline.cli_warehouse",
+    "pipeline.cli_consolidate",
+    "pipeline.cli_calls",
 )
 
 

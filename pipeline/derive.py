@@ -38,6 +38,7 @@ FIELDS: dict[str, str] = {
     "u_read": "$.message.usage.cache_read_input_tokens",
     "u_out": "$.message.usage.output_tokens",
     "block0": "$.message.content[0].type",
+    "block0_text": "$.message.content[0].text",
     "p_type": "$.payload.type",
     "p_role": "$.payload.role",
     "p_cwd": "$.payload.cwd",
@@ -46,6 +47,7 @@ FIELDS: dict[str, str] = {
     "t_cached": "$.payload.info.total_token_usage.cached_input_tokens",
     "t_out": "$.payload.info.total_token_usage.output_tokens",
     "p_text0": "$.payload.content[0].text",
+    "p_message": "$.payload.message",
     "g_ts": "$.ts",
     "g_time": "$.time",
     "g_created": "$.created_at",
@@ -185,7 +187,10 @@ def _claude(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int
     string_prompt = pl.col("block0").is_null() & pl.col("prompt_head").is_not_null() & (pl.col("prompt_head") != "")
     for prefix in _CLAUDE_NOT_PROMPT:
         string_prompt = string_prompt & ~pl.col("prompt_head").str.starts_with(prefix)
-    counted = users.filter(string_prompt | pl.col("block0").is_in(["text", "image"])).group_by("session_id").len()
+    block_prompt = pl.col("block0").is_in(["text", "image"])
+    for prefix in _CLAUDE_NOT_PROMPT:
+        block_prompt = block_prompt & ~pl.col("block0_text").fill_null("").str.starts_with(prefix)
+    counted = users.filter(string_prompt | block_prompt).group_by("session_id").len()
     new_counts = dict(counted.iter_rows())
     for sid in df["session_id"].unique().to_list():
         st = targets[sid].state
@@ -217,13 +222,19 @@ def _claude(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int
 
 
 def _codex(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int]) -> pl.DataFrame:
-    events = df.filter((pl.col("type") == "event_msg") & (pl.col("p_type") == "user_message")).group_by("session_id").len()
-    injected = pl.lit(False)
-    for prefix in _CODEX_INJECTED:
-        injected = injected | pl.col("p_text0").str.strip_chars_start().str.starts_with(prefix)
+    def injected(col: str) -> pl.Expr:
+        out = pl.lit(False)
+        for prefix in _CODEX_INJECTED:
+            out = out | pl.col(col).fill_null("").str.strip_chars_start().str.starts_with(prefix)
+        return out
+
+    # Older Codex versions also log the injected context as user_message events.
+    events = df.filter(
+        (pl.col("type") == "event_msg") & (pl.col("p_type") == "user_message") & ~injected("p_message")
+    ).group_by("session_id").len()
     items = df.filter(
         (pl.col("type") == "response_item") & (pl.col("p_type") == "message") & (pl.col("p_role") == "user")
-        & pl.col("p_text0").is_not_null() & ~injected
+        & pl.col("p_text0").is_not_null() & ~injected("p_text0")
     ).group_by("session_id").len()
     ev, it = dict(events.iter_rows()), dict(items.iter_rows())
     seeds = []

@@ -281,7 +281,7 @@ def test_session_facts_match_a_recount(expected: Json, records: dict[str, list[J
         recs = records[sess["path"]]
         assert sess["sessionId"] == session_id(path, recs), sess["path"]
         assert sess["lines"] == len(recs)
-        assert sess["format"] == ("codex" if is_codex(path) else "claude-code")
+        assert sess["format"] == ("jsonl" if not recs else "codex" if is_codex(path) else "claude-code")
         counts = codex_counts(recs) if is_codex(path) else claude_counts(recs)
         assert (sess["prompts"], sess["turns"]) == (counts["prompts"], counts["turns"]), sess["path"]
         assert sess["usage"] == counts["usage"], sess["path"]

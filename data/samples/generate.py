@@ -205,7 +205,8 @@ class Session:
             "sessionId": self.wid,
             "label": self.key,
             "path": self.rel_path,
-            "format": self.fmt,
+            # The format is read from the content: an empty file says nothing, so it is plain JSONL.
+            "format": self.fmt if self.lines else "jsonl",
             "lines": len(self.lines),
             "bytes": sum(len(line.encode("utf-8")) + 1 for line in self.lines),
             "prompts": self.prompts,
