@@ -16,8 +16,15 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@touch $(STAMP)
 
+# Until the nightly job lands, the demo runs the warehouse end to end on the embedded samples.
+DEMO_SESSION := 7a6738d0-a8f0-4bb2-bf15-e9ff77de2e75
 demo: $(STAMP)
-	$(BIN)/python -m pipeline demo
+	$(BIN)/pipeline ingest data/samples
+	$(BIN)/pipeline sessions
+	$(BIN)/pipeline search $(DEMO_SESSION) "ModuleNotFoundError" --context 40
+	$(BIN)/pipeline sql "SELECT source, count(*) AS calls, sum(prompt_tokens) AS prompt, round(sum(cached_tokens) / sum(prompt_tokens), 3) AS cached_share FROM usage GROUP BY source ORDER BY source"
+	@echo ""
+	@echo "warehouse: $(CURDIR)/data/warehouse.duckdb  (explore: .venv/bin/pipeline sql \"SELECT * FROM messages LIMIT 5\")"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q

@@ -99,7 +99,8 @@ def list_sessions(
 def _iso(value: Any) -> str | None:
     if value is None:
         return None
-    return value.isoformat().replace("+00:00", "Z")
+    spec = "milliseconds" if value.microsecond % 1000 == 0 else "microseconds"
+    return value.isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 def search_transcript(

@@ -1,0 +1,27 @@
+"""The explore notebook runs end to end through papermill on the sample warehouse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import papermill as pm
+import pytest
+
+from pipeline import db, ingest
+from tests.conftest import REPO, SAMPLES
+
+
+@pytest.mark.slow
+def test_explore_notebook_runs_on_samples(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    with db.writing(wh) as con:
+        ingest.ingest(con, [SAMPLES])
+    out = tmp_path / "explore.ipynb"
+    pm.execute_notebook(str(REPO / "notebooks" / "explore.ipynb"), str(out), parameters={"db": str(wh)},
+                        cwd=str(REPO), progress_bar=False, kernel_name="python3")
+    nb = nbformat.read(out, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    text = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert "claude-code" in text and "shape:" in text
