@@ -20,6 +20,7 @@ from pipeline.errors import PipelineError
 COMMAND_MODULES = (
     "pipeline.cli_warehouse",
     "pipeline.cli_consolidate",
+    "pipeline.cli_corpus",
     "pipeline.cli_calls",
     "pipeline.cli_cache",
 )

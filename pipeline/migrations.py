@@ -161,6 +161,19 @@ def _views(con: duckdb.DuckDBPyConnection) -> None:
     create_views(con)
 
 
+@step("005_applied_artifacts")
+def _applied(con: duckdb.DuckDBPyConnection) -> None:
+    # One row per artifact folder that `apply` has landed: re-applying it is then a no-op.
+    con.execute(
+        """
+        CREATE TABLE applied_artifacts (
+            artifact_id VARCHAR PRIMARY KEY, run_id VARCHAR, batch_id VARCHAR, path VARCHAR,
+            outcome VARCHAR, applied_at TIMESTAMPTZ, details JSON
+        )
+        """
+    )
+
+
 def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ)"

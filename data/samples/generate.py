@@ -1940,8 +1940,11 @@ def project_dashboard(c: Corpus, x: Json) -> dict[str, Claude]:
             "id": "agent-document-locale-fallback",
             **c.ref(b1, i18n.text, C_I18N_DOC),
             "actor": "agent",
-            "resolved": True,
-            "resolvedAt": c.ref(b3, r_i18n.text, R_I18N_DOC),
+            # Done only in a later session: this session's own text leaves it open, so a report
+            # of this session says resolved: false; a later night's report closes the task.
+            "resolved": False,
+            "resolvedAt": None,
+            "resolvedLater": c.ref(b3, r_i18n.text, R_I18N_DOC),
             "dueHint": None,
             "note": "resolved in a later session of the same project",
         },
@@ -1951,7 +1954,8 @@ def project_dashboard(c: Corpus, x: Json) -> dict[str, Claude]:
             "actor": "user",
             "resolved": False,
             "resolvedAt": None,
-            "dueHint": "2026-10-28",
+            # "tomorrow" names no date: the dueHint must be left out, never computed.
+            "dueHint": None,
             "dueText": "tomorrow",
         },
     ]

@@ -1,0 +1,64 @@
+"""What a person does with proposed tasks: list them, confirm, reject, or mark done."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from pipeline import apply, config, db, tasks
+from pipeline.corpus import Corpus
+from pipeline.errors import UsageError
+
+
+def _entry(path: Path, doc: tasks.TaskDoc, root: Path) -> dict[str, Any]:
+    return {**doc.model_dump(), "path": str(path.relative_to(root))}
+
+
+def list_tasks(*, db_file: str | Path | None = None, include_closed: bool = False) -> list[dict[str, Any]]:
+    with db.reading(db_file) as con:
+        rows = db.frame(
+            con,
+            "SELECT task_id, status, statement, actor, due_hint, session_id, confidence, created_at, closed_at, path "
+            "FROM tasks WHERE ? OR status IN ('proposed', 'confirmed') ORDER BY status, created_at, task_id",
+            [include_closed],
+        )
+    return [
+        {"id": r["task_id"], "status": r["status"], "statement": r["statement"], "actor": r["actor"],
+         "dueHint": r["due_hint"], "session": r["session_id"], "confidence": r["confidence"],
+         "created": str(r["created_at"]) if r["created_at"] else None, "path": r["path"]}
+        for r in rows.iter_rows(named=True)
+    ]
+
+
+def set_status(task_id: str, status: str, *, db_file: str | Path | None = None,
+               corpus_dir: str | Path | None = None) -> dict[str, Any]:
+    corpus = Corpus(config.corpus_path(corpus_dir))
+    if not (corpus.git_dir / "HEAD").exists():
+        raise UsageError(f"no corpus at {corpus.root}: nothing has been applied yet")
+    with db.writing(db_file) as con:
+        corpus.ensure()
+        found = [(p, d) for p, d in tasks.load_all(corpus.root) if d.id == task_id]
+        if not found:
+            raise UsageError(f"no task {task_id!r}; `pipeline tasks --all` lists them")
+        path, doc = found[0]
+        if doc.status == status:
+            return _entry(path, doc, corpus.root)
+        today = dt.date.today().isoformat()
+        new = doc.model_copy(update={"status": status, "closed": today if status in ("rejected", "done") else None})
+        taken = {p: d.id for p, d in tasks.load_all(corpus.root)}
+        new_path = tasks.path_for(corpus.root, new, taken)
+        new_path.parent.mkdir(parents=True, exist_ok=True)
+        corpus.remove(path)
+        new_path.write_text(tasks.render(new), encoding="utf-8")
+        corpus.add(new_path)
+        verb = {"confirmed": "confirm", "rejected": "reject", "done": "close"}.get(status, status)
+        corpus.commit(f"tasks: {verb} {new.statement}", f"{doc.status} -> {status}", {"Task-Id": task_id})
+        con.execute("BEGIN TRANSACTION")
+        try:
+            apply.mirror_corpus(con, corpus)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return _entry(new_path, new, corpus.root)

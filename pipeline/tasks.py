@@ -1,0 +1,142 @@
+"""Commitments become task files in the corpus, for a person to confirm or reject.
+
+`tasks/<status>/<slug>.md` with YAML front matter; the status is the folder, so a reviewer sees the
+queue with `ls tasks/proposed`. Paths and ids derive from the statement only. The warehouse's
+`tasks` table mirrors these files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from pipeline import dedupe
+from pipeline.contract import Commitment
+from pipeline.memory_file import slugify
+from pipeline.redact import redact
+
+STATUSES = ("proposed", "confirmed", "rejected", "done")
+OPEN = ("proposed", "confirmed")
+CONFIDENCE_FLOOR = 0.6
+
+
+class TaskDoc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    status: str
+    statement: str
+    actor: str
+    dueHint: str | None = None
+    session: str
+    evidence: str
+    evidenceRedacted: bool = False
+    confidence: float
+    created: str
+    closed: str | None = None
+
+
+def task_id(statement: str) -> str:
+    return "task-" + hashlib.sha256(dedupe.normalise(statement).encode()).hexdigest()[:10]
+
+
+def render(doc: TaskDoc) -> str:
+    fm = yaml.safe_dump(doc.model_dump(), sort_keys=False, allow_unicode=True, width=100_000)
+    return f"---\n{fm}---\n\n# {doc.statement}\n"
+
+
+def parse(text: str) -> TaskDoc:
+    fm_text = text[4:].partition("\n---\n")[0]
+    return TaskDoc(**yaml.safe_load(fm_text))
+
+
+def load_all(root: Path) -> list[tuple[Path, TaskDoc]]:
+    out = []
+    for status in STATUSES:
+        for p in sorted((root / "tasks" / status).glob("*.md")):
+            out.append((p, parse(p.read_text(encoding="utf-8"))))
+    return out
+
+
+def path_for(root: Path, doc: TaskDoc, taken: dict[Path, str]) -> Path:
+    base = slugify(doc.statement)
+    n = 1
+    while True:
+        path = root / "tasks" / doc.status / (f"{base}.md" if n == 1 else f"{base}-{n}.md")
+        if taken.get(path) in (None, doc.id):
+            return path
+        n += 1
+
+
+@dataclass
+class TaskPlan:
+    """What one answer's commitments do to the task files."""
+
+    create: list[TaskDoc] = field(default_factory=list)  # new proposed tasks (or done at once)
+    close: list[tuple[Path, TaskDoc]] = field(default_factory=list)  # open tasks a resolved commitment closes
+    dropped_other: int = 0
+    dropped_low_confidence: int = 0
+    already_known: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "proposed": sum(1 for t in self.create if t.status == "proposed"),
+            "doneAtOnce": sum(1 for t in self.create if t.status == "done"),
+            "closed": len(self.close),
+            "droppedOther": self.dropped_other,
+            "droppedLowConfidence": self.dropped_low_confidence,
+            "alreadyKnown": self.already_known,
+        }
+
+
+def _matches(c: Commitment, doc: TaskDoc) -> bool:
+    ev = c.evidence[0]
+    return (doc.session == ev.sessionId and doc.evidence == ev.quote) or dedupe.is_duplicate(c.statement, doc.statement)
+
+
+def plan(commitments: list[Commitment], existing: list[tuple[Path, TaskDoc]], created: str,
+         floor: float = CONFIDENCE_FLOOR) -> TaskPlan:
+    out = TaskPlan()
+    seen: list[TaskDoc] = [d for _, d in existing]
+    for c in commitments:
+        if c.actor == "other":
+            out.dropped_other += 1
+            continue
+        if c.confidence < floor:
+            out.dropped_low_confidence += 1
+            continue
+        if c.resolved:
+            open_match = next(((p, d) for p, d in existing if d.status in OPEN and _matches(c, d)), None)
+            if open_match and all(open_match[1].id != d.id for _, d in out.close):
+                out.close.append(open_match)
+                continue
+        if any(_matches(c, d) for d in seen):
+            out.already_known += 1
+            continue
+        doc = _new_doc(c, created, "done" if c.resolved else "proposed")
+        out.create.append(doc)
+        seen.append(doc)
+    return out
+
+
+def _new_doc(c: Commitment, created: str, status: str) -> TaskDoc:
+    ev = c.evidence[0]
+    quote = redact(ev.quote)
+    return TaskDoc(
+        id=task_id(c.statement), status=status, statement=redact(c.statement).text, actor=c.actor,
+        dueHint=c.dueHint, session=ev.sessionId, evidence=quote.text, evidenceRedacted=quote.changed,
+        confidence=c.confidence, created=created, closed=created if status == "done" else None,
+    )
+
+
+def as_row(path: Path, doc: TaskDoc, root: Path) -> dict[str, Any]:
+    return {
+        "task_id": doc.id, "path": str(path.relative_to(root)), "status": doc.status, "statement": doc.statement,
+        "actor": doc.actor, "due_hint": doc.dueHint, "session_id": doc.session, "confidence": doc.confidence,
+        "created_at": doc.created, "closed_at": doc.closed,
+    }
