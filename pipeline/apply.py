@@ -185,7 +185,8 @@ def _existing_memories(corpus: Corpus) -> dict[Path, memory_file.MemoryDoc]:
     out = {}
     for kind_dir in sorted(p for p in corpus.root.iterdir() if p.is_dir() and p.name in memory_file.KINDS):
         for p in sorted(kind_dir.glob("*.md")):
-            out[p] = memory_file.parse(p.read_text(encoding="utf-8"))
+            with p.open(encoding="utf-8", newline="") as fh:  # keep line ends exactly as written
+                out[p] = memory_file.parse(fh.read())
     return out
 
 
@@ -207,9 +208,9 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
     for i, cand in enumerate(candidates):
         if str(i) in done:
             continue
-        claim = redact(cand.claim).text
-        gist = redact(cand.gist).text
-        entities = [redact(f"{e.type}:{e.name}").text for e in cand.entities]
+        claim = memory_file.one_line(redact(cand.claim).text)
+        gist = memory_file.clean_block(redact(cand.gist).text)
+        entities = [memory_file.one_line(redact(f"{e.type}:{e.name}").text) for e in cand.entities]
         sessions = sorted({e.sessionId for e in cand.evidence})
         mid = memory_file.memory_id(cand.kind, claim)
         trailers = {"Artifact": art.artifact_id, "Candidate": str(i)}

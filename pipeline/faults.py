@@ -18,11 +18,13 @@ def crash_point(step: str) -> None:
     wanted = os.environ.get("PIPELINE_CRASH_AT")
     if not wanted:
         return
-    name, _, nth = wanted.partition(":")
+    name, _, nth = wanted.rpartition(":")
+    if not nth.isdigit():  # no count given: the step name itself may contain colons
+        name, nth = wanted, "1"
     if name != step:
         return
     _seen[step] = _seen.get(step, 0) + 1
-    if _seen[step] >= int(nth or 1):
+    if _seen[step] >= int(nth):
         sys.stderr.write(f"PIPELINE_CRASH_AT={wanted}: exiting abruptly at {step}\n")
         sys.stderr.flush()
         os._exit(CRASH_EXIT_CODE)

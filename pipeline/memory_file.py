@@ -41,6 +41,18 @@ class MemoryDoc(BaseModel):
         return self.model_dump(exclude={"gist"})
 
 
+def one_line(text: str) -> str:
+    """A claim or entity on one line: every kind of line break and run of spaces becomes one space."""
+    return " ".join(text.split())
+
+
+def clean_block(text: str) -> str:
+    """A gist with plain \\n line ends (YAML and Markdown readers disagree on the others)."""
+    for brk in ("\r\n", "\r", "\x85", "\u2028", "\u2029", "\x0b", "\x0c"):
+        text = text.replace(brk, "\n")
+    return text.strip("\n")
+
+
 def normalise_claim(claim: str) -> str:
     return " ".join(claim.lower().split())
 
@@ -52,7 +64,7 @@ def memory_id(kind: str, claim: str) -> str:
 
 def slugify(text: str, limit: int = SLUG_MAX) -> str:
     """Lowercase ASCII words joined by '-', cut at a word boundary; never empty, never a path."""
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    ascii_text = unicodedata.normalize("NFKD", text.replace("'", "").replace("\u2019", "")).encode("ascii", "ignore").decode()
     words = re.findall(r"[a-z0-9]+", ascii_text.lower())
     slug = ""
     for w in words:

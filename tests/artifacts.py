@@ -1,0 +1,85 @@
+"""Hand-built artifact folders for testing `apply` independently of the engines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline import tools
+from tests.conftest import SAMPLES
+
+EXPECTED = json.loads((SAMPLES / "expected.json").read_text(encoding="utf-8"))
+
+
+def occurrences(pattern_id: str) -> list[dict[str, Any]]:
+    return next(p for p in EXPECTED["patterns"] if p["id"] == pattern_id)["occurrences"]
+
+
+def commitment(cid: str) -> dict[str, Any]:
+    return next(c for c in EXPECTED["commitments"] if c["id"] == cid)
+
+
+def candidate(pattern_id: str, claim: str, *, kind: str = "error_pattern", gist: str = "", n: int = 2) -> dict[str, Any]:
+    occ = occurrences(pattern_id)[:n]
+    return {
+        "kind": kind, "claim": claim, "gist": gist or f"Seen in {len(occ)} sessions.",
+        "entities": [{"type": "concept", "name": pattern_id}],
+        "evidence": [{"sessionId": o["sessionId"], "quote": o["quote"]} for o in occ],
+    }
+
+
+def commitment_entry(cid: str, *, statement: str | None = None, resolved: bool | None = None,
+                     actor: str | None = None, confidence: float = 0.9) -> dict[str, Any]:
+    c = commitment(cid)
+    return {
+        "statement": statement or c["quote"], "actor": actor or c["actor"], "dueHint": c.get("dueHint"),
+        "evidence": [{"sessionId": c["sessionId"], "quote": c["quote"]}], "confidence": confidence,
+        "resolved": c["resolved"] if resolved is None else resolved,
+    }
+
+
+def write_artifact(
+    folder: Path,
+    con: duckdb.DuckDBPyConnection,
+    sessions: list[str],
+    *,
+    candidates: list[dict[str, Any]] | None = None,
+    commitments: list[dict[str, Any]] | None = None,
+    read: list[str] | None = None,
+    touched: list[str] | None = None,
+    run_id: str = "run-1",
+    batch_id: str = "b01",
+    created_at: str = "2026-11-30T02:00:00Z",
+    answer: bool = True,
+) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = tools.list_sessions(con, sessions)
+    (folder / "manifest.json").write_text(json.dumps({
+        "runId": run_id, "batchId": batch_id, "engine": "rules", "model": None, "createdAt": created_at,
+        "sessions": [{k: e[k] for k in ("sessionId", "lineCount", "sizeBytes", "newFromLine")} for e in manifest],
+    }, indent=2))
+    read = sessions if read is None else read
+    touched = read if touched is None else touched
+    if answer:
+        (folder / "answer.json").write_text(json.dumps({
+            "candidates": candidates or [], "commitments": commitments or [], "readSessionIds": read,
+        }, indent=2, ensure_ascii=False))
+    (folder / "problems.json").write_text("[]")
+    (folder / "tool_calls.jsonl").write_text("".join(
+        json.dumps({"run_id": run_id, "batch_id": batch_id, "seq": i, "name": "scan", "arguments": {"sessionId": s},
+                    "session_id": s, "ok": True, "result_chars": 0, "at": created_at}) + "\n"
+        for i, s in enumerate(touched)
+    ))
+    (folder / "llm_calls.jsonl").write_text(json.dumps({
+        "call_id": f"{run_id}:{batch_id}:1", "source": "consolidator", "at": created_at, "model": "m",
+        "prompt_tokens": 1000, "cached_tokens": 800, "completion_tokens": 50, "run_id": run_id, "batch_id": batch_id,
+    }) + "\n")
+    (folder / "run.json").write_text(json.dumps({
+        "outcome": "accepted" if answer else "budget", "reason": None if answer else "tool-call budget spent",
+        "budgets": {}, "tokens": {"prompt": 1000, "cached": 800, "completion": 50}, "cachedShare": 0.8,
+        "startedAt": created_at, "finishedAt": created_at,
+    }))
+    return folder

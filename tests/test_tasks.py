@@ -1,0 +1,101 @@
+"""Commitments become proposed tasks; other/low-confidence ones are dropped; resolved ones close tasks later."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline import apply, db, ingest, review
+from pipeline.corpus import Corpus
+from pipeline.errors import UsageError
+from tests import artifacts as A
+from tests.conftest import SAMPLES
+
+ROTATE = A.commitment("user-rotate-staging-credentials")
+SHIM = A.commitment("agent-remove-compat-shim")
+DOCS = A.commitment("agent-document-locale-fallback")
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    wh = tmp_path / "w.duckdb"
+    with db.writing(wh) as con:
+        ingest.ingest(con, [SAMPLES])
+    return tmp_path, wh, tmp_path / "corpus"
+
+
+def art(env, name: str, sessions: list[str], commitments: list[dict], run: str) -> Path:
+    tmp, wh, _ = env
+    with db.reading(wh) as con:
+        return A.write_artifact(tmp / name, con, sessions, commitments=commitments, run_id=run)
+
+
+def open_tasks(corpus: Path) -> list[str]:
+    return sorted(p.name for p in (corpus / "tasks" / "proposed").glob("*.md"))
+
+
+def test_proposed_and_dropped(env) -> None:
+    _, wh, corpus = env
+    other = A.commitment_entry("user-rotate-staging-credentials", statement="Maria will migrate the billing tables.", actor="other")
+    low = A.commitment_entry("agent-remove-compat-shim", confidence=0.3)
+    r = apply.apply(art(env, "n1", [ROTATE["sessionId"]], [A.commitment_entry("user-rotate-staging-credentials"), other, low], "r1"),
+                    db_file=wh, corpus_dir=corpus)
+    assert r.tasks == {"proposed": 1, "doneAtOnce": 0, "closed": 0, "droppedOther": 1, "droppedLowConfidence": 1, "alreadyKnown": 0}
+    (name,) = open_tasks(corpus)
+    text = (corpus / "tasks" / "proposed" / name).read_text()
+    assert "dueHint: '2026-11-20'" in text and ROTATE["quote"] in text and "actor: user" in text
+    listed = review.list_tasks(db_file=wh)
+    assert [(t["status"], t["actor"], t["dueHint"]) for t in listed] == [("proposed", "user", "2026-11-20")]
+
+
+def test_floor_is_configurable(env) -> None:
+    _, wh, corpus = env
+    low = A.commitment_entry("agent-remove-compat-shim", confidence=0.3)
+    r = apply.apply(art(env, "n1", [SHIM["sessionId"]], [low], "r1"), db_file=wh, corpus_dir=corpus, confidence_floor=0.2)
+    assert r.tasks["proposed"] == 1
+
+
+def test_resolved_commitment_closes_the_task_of_an_earlier_night(env) -> None:
+    _, wh, corpus = env
+    first = A.commitment_entry("agent-document-locale-fallback", resolved=False)
+    apply.apply(art(env, "n1", [DOCS["sessionId"]], [first], "night-1"), db_file=wh, corpus_dir=corpus)
+    assert len(open_tasks(corpus)) == 1
+    # a later night sees the work done, worded a little differently
+    later = {**first, "statement": DOCS["quote"].replace("I'll document", "I will document"), "resolved": True}
+    r = apply.apply(art(env, "n2", [DOCS["sessionId"]], [later], "night-2"), db_file=wh, corpus_dir=corpus)
+    assert r.tasks["closed"] == 1 and open_tasks(corpus) == []
+    done = list((corpus / "tasks" / "done").glob("*.md"))
+    assert len(done) == 1 and "status: done" in done[0].read_text()
+    assert [t["status"] for t in review.list_tasks(db_file=wh, include_closed=True)] == ["done"]
+
+
+def test_resolved_with_no_open_task_is_done_at_once(env) -> None:
+    _, wh, corpus = env
+    c = A.commitment_entry("agent-regression-test-dates")
+    r = apply.apply(art(env, "n1", [c["evidence"][0]["sessionId"]], [c], "r1"), db_file=wh, corpus_dir=corpus)
+    assert r.tasks["doneAtOnce"] == 1 and open_tasks(corpus) == []
+
+
+def test_same_commitment_next_night_is_not_proposed_twice(env) -> None:
+    _, wh, corpus = env
+    c = A.commitment_entry("user-rotate-staging-credentials")
+    apply.apply(art(env, "n1", [ROTATE["sessionId"]], [c], "r1"), db_file=wh, corpus_dir=corpus)
+    r = apply.apply(art(env, "n2", [ROTATE["sessionId"]], [c], "r2"), db_file=wh, corpus_dir=corpus)
+    assert r.tasks["alreadyKnown"] == 1 and len(open_tasks(corpus)) == 1
+
+
+def test_confirm_and_reject(env) -> None:
+    _, wh, corpus = env
+    apply.apply(art(env, "n1", [ROTATE["sessionId"], SHIM["sessionId"]],
+                    [A.commitment_entry("user-rotate-staging-credentials"), A.commitment_entry("agent-remove-compat-shim")], "r1"),
+                db_file=wh, corpus_dir=corpus)
+    a, b = review.list_tasks(db_file=wh)
+    assert review.set_status(a["id"], "confirmed", db_file=wh, corpus_dir=corpus)["status"] == "confirmed"
+    assert review.set_status(b["id"], "rejected", db_file=wh, corpus_dir=corpus)["status"] == "rejected"
+    assert sorted(t["status"] for t in review.list_tasks(db_file=wh, include_closed=True)) == ["confirmed", "rejected"]
+    assert (corpus / "tasks" / "confirmed").is_dir() and (corpus / "tasks" / "rejected").is_dir()
+    subjects = Corpus(corpus).git("log", "--format=%s").splitlines()
+    assert sum(s.startswith("tasks: confirm ") for s in subjects) == 1 and sum(s.startswith("tasks: reject ") for s in subjects) == 1
+    with pytest.raises(UsageError, match="no task"):
+        review.set_status("task-nope", "confirmed", db_file=wh, corpus_dir=corpus)
