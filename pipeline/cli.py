@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "pipeline.cli_warehouse",
     "pipeline.cli_consolidate",
     "pipeline.cli_corpus",
+    "pipeline.cli_nightly",
     "pipeline.cli_calls",
     "pipeline.cli_cache",
 )

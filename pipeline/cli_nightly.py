@@ -1,0 +1,71 @@
+"""The nightly verb: ingest, consolidate every pending batch through papermill, apply, report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipeline import config, nightly
+from pipeline.cli import add_db, add_json, print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("nightly", help="the nightly job: ingest, consolidate pending sessions in batches, apply, report")
+    p.add_argument("--source", action="append", default=[], metavar="PATH",
+                   help="transcripts to ingest first (repeatable); without it, what is already in the warehouse")
+    p.add_argument("--engine", choices=("auto", "rules", "openai"), default="auto",
+                   help="auto: openai when OPENAI_API_KEY is set, else the offline rules engine")
+    p.add_argument("--parallel", type=int, default=2, metavar="N", help="batches run at once (default 2)")
+    p.add_argument("--date", metavar="YYYY-MM-DD", help="the night's date for the run folder (default today, UTC)")
+    p.add_argument("--no-report", action="store_true", help="skip the cache analysis and the HTML report")
+    p.add_argument("--model", help="openai engine: model (else PIPELINE_MODEL)")
+    p.add_argument("--base-url", help="openai engine: endpoint (else OPENAI_BASE_URL)")
+    p.add_argument("--max-sessions", type=int, default=nightly.planner.MAX_SESSIONS, metavar="N",
+                   help="sessions per batch at most (default %(default)s)")
+    p.add_argument("--max-bytes", type=int, default=nightly.planner.MAX_BYTES, metavar="B",
+                   help="new transcript bytes per batch at most (default %(default)s)")
+    for name in ("max-tool-calls", "max-submits", "max-tokens", "max-seconds"):
+        p.add_argument(f"--{name}", type=float if name == "max-seconds" else int, metavar="N",
+                       help="per-batch budget (default: the engine's)")
+    add_db(p)
+    p.add_argument("--corpus", metavar="DIR", help="memory corpus (default data/corpus, env PIPELINE_CORPUS)")
+    p.add_argument("--runs", metavar="DIR", help="run folders (default data/runs, env PIPELINE_RUNS)")
+    add_json(p)
+    p.set_defaults(func=cmd_nightly)
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    opts = nightly.NightlyOptions(
+        sources=args.source, engine=args.engine, parallel=args.parallel, date=args.date, report=not args.no_report,
+        db=args.db, corpus=args.corpus, runs=args.runs, model=args.model, base_url=args.base_url,
+        max_sessions=args.max_sessions, max_bytes=args.max_bytes,
+        budgets={k: getattr(args, k) for k in ("max_tool_calls", "max_submits", "max_tokens", "max_seconds")},
+    )
+    result = nightly.run_nightly(opts)
+    if args.json:
+        print_json(result.to_json())
+    else:
+        _summary(result, args)
+    return result.exit_code
+
+
+def _summary(result: nightly.NightResult, args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=True, width=160)
+    table = Table(title=f"night {result.day} · run {result.run_id} · {result.engine_note}")
+    for col in ("batch", "sessions", "status", "memories", "linked", "watermarked", "tasks proposed", "seconds", "reason"):
+        table.add_column(col)
+    for b in [*result.recovered, *result.batches]:
+        r = b.row()
+        table.add_row(*["" if r[c] is None else str(r[c]) for c in
+                        ("batch", "sessions", "status", "memories", "linked", "watermarked", "tasks proposed", "seconds", "reason")])
+    console.print(table)
+    w = sys.stderr.write
+    w(f"sessions still pending: {result.pending_after}   wall time: {result.seconds:.1f} s\n")
+    w(f"warehouse: {config.db_path(args.db).absolute()}\n")
+    w(f"corpus:    {config.corpus_path(args.corpus).absolute()}\n")
+    w(f"run:       {result.run_dir.absolute()}\n")
+    if result.report:
+        w(f"report:    {result.report.absolute()}\n")

@@ -1,0 +1,111 @@
+"""The night's report: what each batch did, what landed, what is still pending, and what it cost.
+
+`tables()` computes everything from the warehouse (read-only) and the run folder; the report
+notebook shows those tables, and `write()` executes it and converts it to one HTML page.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline import db, pending
+from pipeline.prices import DEFAULT_PRICES, price_for
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK = REPO / "notebooks" / "night_report.ipynb"
+
+
+def _cost(model: str | None, prompt: int | None, cached: int | None, completion: int | None) -> float | None:
+    if not prompt and not completion:
+        return 0.0
+    try:
+        price = price_for(DEFAULT_PRICES.table("openai"), model)
+    except Exception:  # an unknown model has no listed price: say so with a NULL, not a guess
+        return None
+    cached = cached or 0
+    return ((max(0, (prompt or 0) - cached)) * price.input + cached * price.cache_read
+            + (completion or 0) * price.output) / 1e6
+
+
+def tables(db_file: str | Path, run_id: str, run_dir: str | Path) -> dict[str, Any]:
+    run_dir = Path(run_dir)
+    with db.reading(db_file) as con:
+        batches = db.frame(con, "SELECT batch_id, status, reason, len(sessions) AS sessions, artifact_dir, details "
+                                "FROM batches WHERE run_id = ? ORDER BY batch_id", [run_id])
+        memories = db.frame(con, "SELECT memory_id, kind, claim, path FROM memories WHERE run_id = ? ORDER BY path", [run_id])
+        calls = db.frame(con, "SELECT batch_id, any_value(model) AS model, count(*) AS calls, sum(prompt_tokens) AS prompt, "
+                              "sum(cached_tokens) AS cached, sum(completion_tokens) AS completion "
+                              "FROM llm_calls WHERE source = 'consolidator' AND run_id = ? GROUP BY batch_id", [run_id])
+        wm = db.frame(con, "SELECT session_id, line_count FROM watermarks WHERE run_id = ? ORDER BY session_id", [run_id])
+        tasks_all = db.frame(con, "SELECT task_id, status, actor, statement, due_hint FROM tasks ORDER BY status, task_id")
+        run = db.frame(con, "SELECT engine, model, status, started_at, finished_at FROM runs WHERE run_id = ?", [run_id])
+        still_pending = pending.pending_ids(con)
+    by_batch = {r["batch_id"]: r for r in calls.iter_rows(named=True)}
+    rows = []
+    for b in batches.iter_rows(named=True):
+        d = json.loads(b["details"]) if b["details"] else {}
+        c = by_batch.get(b["batch_id"], {})
+        run_json = Path(b["artifact_dir"] or "") / "run.json"
+        rj = json.loads(run_json.read_text()) if run_json.exists() else {}
+        prompt, cached, completion = c.get("prompt"), c.get("cached"), c.get("completion")
+        rows.append({
+            "batch": b["batch_id"], "status": b["status"], "sessions": b["sessions"],
+            "memories": len(d.get("memoriesWritten", [])), "linked": len(d.get("memoriesLinked", [])),
+            "tasks proposed": (d.get("tasks") or {}).get("proposed", 0), "watermarked": len(d.get("watermarked", [])),
+            "outcome": rj.get("outcome"), "model calls": c.get("calls", 0), "prompt tokens": prompt,
+            "cached share": round(cached / prompt, 3) if prompt and cached is not None else None,
+            "cost usd": _cost(c.get("model"), prompt, cached, completion),
+            "notebook": f"{b['batch_id']}/notebook.ipynb", "reason": b["reason"],
+        })
+    batch_table = pl.DataFrame(rows) if rows else pl.DataFrame(schema={"batch": pl.String, "status": pl.String})
+    tokens = {k: sum((r.get(k) or 0) for r in by_batch.values()) for k in ("prompt", "cached", "completion")}
+    costs = [r["cost usd"] for r in rows if r.get("cost usd") is not None]
+    totals = {
+        "batches": len(rows), "applied": sum(r["status"] == "applied" for r in rows),
+        "failed": sum(r["status"] != "applied" for r in rows), "memories written": memories.height,
+        "tasks proposed": sum(r["tasks proposed"] for r in rows), "sessions watermarked": wm.height,
+        "sessions pending": len(still_pending), "prompt tokens": tokens["prompt"],
+        "cached share": round(tokens["cached"] / tokens["prompt"], 3) if tokens["prompt"] else None,
+        "cost usd": round(sum(costs), 4) if costs else 0.0,
+    }
+    return {"run": run, "totals": totals, "batches": batch_table, "memories": memories,
+            "tasks": tasks_all.filter(pl.col("status") == "proposed"), "watermarks": wm,
+            "pending": pl.DataFrame({"session_id": still_pending}, schema={"session_id": pl.String}),
+            "cache_dir": run_dir / "cache"}
+
+
+def batch_links_html(batch_table: pl.DataFrame) -> str:
+    """The batch table as HTML whose notebook column links to each executed notebook."""
+    if batch_table.is_empty():
+        return "<p>No batch ran tonight: nothing was pending.</p>"
+    cols = [c for c in batch_table.columns if c != "notebook"]
+    head = "".join(f"<th>{c}</th>" for c in [*cols, "notebook"])
+    body = []
+    for r in batch_table.iter_rows(named=True):
+        cells = "".join(f"<td>{'' if r[c] is None else _esc(str(r[c]))}</td>" for c in cols)
+        body.append(f"<tr>{cells}<td><a href=\"{_esc(r['notebook'])}\">{_esc(r['notebook'])}</a></td></tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def write(run_id: str, run_dir: str | Path, db_file: str | Path, *, note: str | None = None) -> Path:
+    """Execute the report notebook into the run folder and convert it to `report.html`."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    executed = run_dir / "night_report.ipynb"
+    cmd = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(executed), "--cwd", str(REPO), "-k", "python3",
+           "--no-progress-bar", "-p", "db", str(Path(db_file).absolute()), "-p", "run_id", run_id,
+           "-p", "run_dir", str(run_dir.absolute()), "-p", "note", note or ""]
+    subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True)
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input", str(executed),
+                    "--output", "report"], cwd=run_dir, check=True, capture_output=True, text=True)
+    return run_dir / "report.html"

@@ -1,0 +1,342 @@
+"""`pipeline nightly`: ingest, plan, run one papermill notebook per batch, apply, report.
+
+The driver is the only process that writes the warehouse, and it never holds it open while batches
+run (they read it read-only). Every step is safe to interrupt: a re-run of the same command first
+lands any batch that finished before the interruption, then offers whatever is still pending.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline import apply as apply_mod
+from pipeline import config, db, ingest, pending, planner
+from pipeline.consolidate import new_run_id, resolve_engine
+from pipeline.errors import UsageError
+from pipeline.faults import crash_point
+from pipeline.lock import nightly_lock
+
+REPO = Path(__file__).resolve().parent.parent
+CONSOLIDATE_NOTEBOOK = REPO / "notebooks" / "consolidate.ipynb"
+CACHE_NOTEBOOK = REPO / "notebooks" / "cache_anchoring.ipynb"
+REPORT_NOTEBOOK = REPO / "notebooks" / "night_report.ipynb"
+TERMINAL = ("applied", "refused", "no-answer", "failed")
+
+
+class NightlyOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    sources: list[str] = Field(default_factory=list)
+    engine: str = "auto"
+    parallel: int = Field(default=2, ge=1)
+    date: str | None = None
+    report: bool = True
+    db: str | None = None
+    corpus: str | None = None
+    runs: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    max_sessions: int = Field(default=planner.MAX_SESSIONS, ge=1)
+    max_bytes: int = Field(default=planner.MAX_BYTES, ge=1)
+    budgets: dict[str, Any] = Field(default_factory=dict)
+    batch_timeout: float = 3600.0
+
+
+@dataclass
+class BatchOutcome:
+    batch_id: str
+    session_ids: list[str]
+    folder: Path
+    status: str = "planned"  # applied | refused | no-answer | failed
+    reason: str | None = None
+    seconds: float | None = None
+    memories: int = 0
+    linked: int = 0
+    watermarked: int = 0
+    tasks: dict[str, int] = field(default_factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        return {"batch": self.batch_id, "sessions": len(self.session_ids), "status": self.status,
+                "memories": self.memories, "linked": self.linked, "watermarked": self.watermarked,
+                "tasks proposed": self.tasks.get("proposed", 0), "seconds": self.seconds, "reason": self.reason}
+
+
+@dataclass
+class NightResult:
+    run_id: str
+    day: str
+    engine: str
+    engine_note: str
+    run_dir: Path
+    ingest_summary: str = ""
+    recovered: list[BatchOutcome] = field(default_factory=list)
+    batches: list[BatchOutcome] = field(default_factory=list)
+    pending_after: int = 0
+    report: Path | None = None
+    report_note: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(b.status != "applied" for b in self.batches) else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id, "day": self.day, "engine": self.engine, "engineNote": self.engine_note,
+            "runDir": str(self.run_dir), "ingest": self.ingest_summary,
+            "recovered": [b.row() for b in self.recovered], "batches": [b.row() for b in self.batches],
+            "pendingAfter": self.pending_after, "report": str(self.report) if self.report else None,
+            "reportNote": self.report_note, "seconds": round(self.seconds, 2), "exitCode": self.exit_code,
+        }
+
+
+Say = Callable[[str], None]
+
+
+def _stderr(msg: str) -> None:
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
+    t0 = time.monotonic()
+    db_file = config.db_path(opts.db)
+    runs_root = config.runs_path(opts.runs)
+    engine, why = resolve_engine(opts.engine, api_key=os.environ.get("OPENAI_API_KEY"))
+    day = opts.date or dt.datetime.now(dt.UTC).date().isoformat()
+    try:
+        dt.date.fromisoformat(day)
+    except ValueError:
+        raise UsageError(f"--date {day!r} is not a date (YYYY-MM-DD)") from None
+    for src in opts.sources:
+        if not Path(src).exists():
+            raise UsageError(f"--source {src}: no such file or directory")
+    run_id = new_run_id()
+    run_dir = runs_root / day / run_id
+    result = NightResult(run_id, day, engine, why, run_dir)
+    say(f"nightly {run_id}: {why}")
+    with nightly_lock(db_file, run_id) as lock:
+        if lock.previous and lock.previous.get("runId"):
+            say(f"taking over from interrupted run {lock.previous['runId']} (pid {lock.previous.get('pid')} is gone)")
+        with db.writing(db_file) as con:
+            if opts.sources:
+                report = ingest.ingest(con, opts.sources, progress=True)
+                for w in report.warnings:
+                    say(f"warning: {w}")
+                result.ingest_summary = report.summary()
+                say(f"ingested {result.ingest_summary}")
+            con.execute(
+                "INSERT INTO runs (run_id, started_at, engine, model, status, details) VALUES (?, ?, ?, ?, 'running', ?)",
+                [run_id, dt.datetime.now(dt.UTC), engine, opts.model, json.dumps({"day": day, "sources": opts.sources})],
+            )
+        crash_point("nightly:ingested")
+
+        result.recovered = _land_leftovers(db_file, runs_root, opts, say)
+        crash_point("nightly:recovered")
+
+        plan = _plan(db_file, opts)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        outcomes = [BatchOutcome(b.batch_id, b.session_ids, run_dir / b.batch_id) for b in plan]
+        with db.writing(db_file) as con:
+            for b in outcomes:
+                con.execute(
+                    "INSERT INTO batches (run_id, batch_id, status, sessions, artifact_dir) VALUES (?, ?, 'planned', ?, ?)",
+                    [run_id, b.batch_id, b.session_ids, str(b.folder.absolute())],
+                )
+        say(f"{len(outcomes)} batch(es) planned from {sum(len(b.session_ids) for b in outcomes)} pending session(s)")
+        crash_point("nightly:planned")
+
+        _run_batches(outcomes, engine, run_id, db_file, opts, lock, say)
+        crash_point("nightly:batches-done")
+
+        for b in outcomes:
+            _land(b, db_file, opts, run_id, say)
+            crash_point("nightly:between-applies")
+        result.batches = outcomes
+
+        with db.reading(db_file) as con:
+            result.pending_after = len(pending.pending_ids(con))
+        if opts.report:
+            crash_point("nightly:report")
+            result.report, result.report_note = _report(run_id, run_dir, db_file, opts, say)
+        result.seconds = time.monotonic() - t0
+        with db.writing(db_file) as con:
+            con.execute(
+                "UPDATE runs SET finished_at = ?, status = ?, details = ? WHERE run_id = ?",
+                [dt.datetime.now(dt.UTC), "failed" if result.exit_code else "done", json.dumps(result.to_json()), run_id],
+            )
+    return result
+
+
+# -- recovery ------------------------------------------------------------------------------------------
+def _land_leftovers(db_file: Path, runs_root: Path, opts: NightlyOptions, say: Say) -> list[BatchOutcome]:
+    """Apply every finished artifact an interrupted run left behind without landing it."""
+    with db.reading(db_file) as con:
+        rows = con.execute(
+            "SELECT run_id, batch_id, status, artifact_dir, sessions FROM batches WHERE status IN ('planned', 'running')"
+        ).fetchall()
+    landed = []
+    for run_id, batch_id, _status, folder, sessions in rows:
+        out = BatchOutcome(batch_id, list(sessions or []), Path(folder))
+        if (out.folder / "run.json").exists():
+            say(f"landing batch {batch_id} of interrupted run {run_id}")
+            _land(out, db_file, opts, run_id, say)
+        else:
+            out.status, out.reason = "failed", "interrupted before its notebook finished; sessions stay pending"
+            _mark(db_file, run_id, out)
+        landed.append(out)
+    return landed
+
+
+def _plan(db_file: Path, opts: NightlyOptions) -> list[planner.PlannedBatch]:
+    with db.reading(db_file) as con:
+        entries = pending.pending_sessions(con)
+        wm = dict(con.execute(
+            'SELECT session_id, arg_max(size_bytes, "at") FROM watermarks GROUP BY session_id').fetchall())
+    return planner.plan(entries, wm, max_sessions=opts.max_sessions, max_bytes=opts.max_bytes)
+
+
+# -- batches ---------------------------------------------------------------------------------------------
+def _papermill_cmd(b: BatchOutcome, engine: str, db_file: Path, opts: NightlyOptions) -> list[str]:
+    params: dict[str, Any] = {"db": str(db_file.absolute()), "session_ids": ",".join(b.session_ids), "engine": engine,
+                              "out_dir": str(b.folder.absolute())}
+    if opts.model:
+        params["model"] = opts.model
+    if opts.base_url:
+        params["base_url"] = opts.base_url
+    for k in ("max_tool_calls", "max_submits", "max_tokens", "max_seconds"):
+        if opts.budgets.get(k) is not None:
+            params[k] = opts.budgets[k]
+    cmd = [sys.executable, "-m", "papermill", str(CONSOLIDATE_NOTEBOOK), str(b.folder / "notebook.ipynb"),
+           "--cwd", str(REPO), "-k", "python3", "--no-progress-bar"]
+    for k, v in params.items():
+        cmd += ["-p", k, str(v)] if isinstance(v, str) else ["-y", json.dumps({k: v})]
+    return cmd
+
+
+def _run_batches(outcomes: list[BatchOutcome], engine: str, run_id: str, db_file: Path, opts: NightlyOptions,
+                 lock: Any, say: Say) -> None:
+    queue = list(outcomes)
+    running: dict[int, tuple[subprocess.Popen, BatchOutcome, float, Any]] = {}
+    env = {**os.environ, "PIPELINE_RUN_ID": run_id, "PYTHONUNBUFFERED": "1"}
+    done = 0
+    try:
+        while queue or running:
+            while queue and len(running) < opts.parallel:
+                b = queue.pop(0)
+                b.folder.mkdir(parents=True, exist_ok=True)
+                log = (b.folder / "papermill.log").open("w", encoding="utf-8")
+                proc = subprocess.Popen(_papermill_cmd(b, engine, db_file, opts), cwd=REPO, env=env, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+                lock.add_group(proc.pid)
+                running[proc.pid] = (proc, b, time.monotonic(), log)
+                _mark(db_file, run_id, b, "running")
+                say(f"batch {b.batch_id}: started ({len(b.session_ids)} sessions)")
+                crash_point("nightly:batch-started")
+            time.sleep(0.1)
+            for pid, (proc, b, started, log) in list(running.items()):
+                code = proc.poll()
+                elapsed = time.monotonic() - started
+                if code is None and elapsed > opts.batch_timeout:
+                    os.killpg(pid, signal.SIGKILL)
+                    code = proc.wait()
+                    b.reason = f"timed out after {opts.batch_timeout:.0f} s"
+                if code is None:
+                    continue
+                log.close()
+                lock.remove_group(pid)
+                del running[pid]
+                done += 1
+                b.seconds = round(elapsed, 2)
+                if code != 0 and not (b.folder / "run.json").exists():
+                    b.status = "failed"
+                    b.reason = b.reason or _notebook_error(b.folder / "papermill.log")
+                say(f"batch {b.batch_id}: notebook finished in {elapsed:.1f} s ({done}/{len(outcomes)})"
+                    + (f" — failed: {b.reason}" if b.status == "failed" else ""))
+    except BaseException:
+        for pid in list(running):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        raise
+
+
+def _notebook_error(log: Path) -> str:
+    try:
+        lines = [ln.strip() for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "the batch notebook failed (no log)"
+    errors = [ln for ln in lines if "Error" in ln or "Exception" in ln]
+    text = errors[-1] if errors else (lines[-1] if lines else "the batch notebook failed")
+    return text[:300]
+
+
+def _mark(db_file: Path, run_id: str, b: BatchOutcome, status: str | None = None) -> None:
+    with db.writing(db_file) as con:
+        con.execute(
+            "UPDATE batches SET status = ?, reason = ?, started_at = coalesce(started_at, ?), "
+            "finished_at = CASE WHEN ? IN ('failed') THEN ? ELSE finished_at END WHERE run_id = ? AND batch_id = ?",
+            [status or b.status, b.reason, dt.datetime.now(dt.UTC), status or b.status, dt.datetime.now(dt.UTC),
+             run_id, b.batch_id],
+        )
+
+
+def _land(b: BatchOutcome, db_file: Path, opts: NightlyOptions, run_id: str, say: Say) -> None:
+    if b.status == "failed" or not (b.folder / "run.json").exists():
+        b.status = "failed"
+        b.reason = b.reason or "the notebook wrote no finished artifact"
+        _mark(db_file, run_id, b)
+        return
+    r = apply_mod.apply(b.folder, db_file=db_file, corpus_dir=opts.corpus)
+    b.status = "applied" if r.status in ("applied", "already-applied") else r.status
+    b.reason = r.reason
+    b.memories, b.linked, b.watermarked, b.tasks = (len(r.memories_written), len(r.memories_linked),
+                                                    len(r.watermarked), r.tasks)
+    if r.status == "already-applied":
+        b.reason = "landed earlier"
+    say(f"batch {b.batch_id}: {b.status}" + (f" ({b.reason})" if b.reason and b.status != "applied" else "")
+        + f"; {b.memories} memories, {b.linked} linked, {b.watermarked} sessions watermarked")
+
+
+# -- report ----------------------------------------------------------------------------------------------
+def _report(run_id: str, run_dir: Path, db_file: Path, opts: NightlyOptions, say: Say) -> tuple[Path | None, str | None]:
+    note = None
+    if CACHE_NOTEBOOK.exists():
+        cache_dir = run_dir / "cache"
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "papermill", str(CACHE_NOTEBOOK), str(cache_dir / "cache_anchoring.ipynb"),
+               "--cwd", str(REPO), "-k", "python3", "--no-progress-bar",
+               "-p", "db", str(db_file.absolute()), "-p", "out_dir", str(cache_dir.absolute())]
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            note = f"the cache-anchoring notebook failed: {_tail(proc.stderr)}"
+            say(note)
+    else:
+        note = "the cache-anchoring notebook (notebooks/cache_anchoring.ipynb) does not exist yet; skipped"
+        say(note)
+    from pipeline import night_report
+
+    html = night_report.write(run_id, run_dir, db_file, note=note)
+    say(f"report: {html}")
+    return html, note
+
+
+def _tail(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+__all__ = ["NightResult", "NightlyOptions", "run_nightly"]
