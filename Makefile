@@ -16,15 +16,19 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@touch $(STAMP)
 
-# Until the nightly job lands, the demo runs the warehouse end to end on the embedded samples.
-DEMO_SESSION := 7a6738d0-a8f0-4bb2-bf15-e9ff77de2e75
+# The main job, end to end, on the bundled samples with the offline rules engine and the default
+# paths (data/warehouse.duckdb, data/corpus, data/runs). A second run lands nothing new.
 demo: $(STAMP)
-	$(BIN)/pipeline ingest data/samples
-	$(BIN)/pipeline sessions
-	$(BIN)/pipeline search $(DEMO_SESSION) "ModuleNotFoundError" --context 40
-	$(BIN)/pipeline sql "SELECT source, count(*) AS calls, sum(prompt_tokens) AS prompt, round(sum(cached_tokens) / sum(prompt_tokens), 3) AS cached_share FROM usage GROUP BY source ORDER BY source"
+	$(BIN)/pipeline nightly --source data/samples --engine rules
 	@echo ""
-	@echo "warehouse: $(CURDIR)/data/warehouse.duckdb  (explore: .venv/bin/pipeline sql \"SELECT * FROM messages LIMIT 5\")"
+	@echo "== corpus: $(CURDIR)/data/corpus (git log --oneline)"
+	@git --git-dir data/corpus/.git log --oneline
+	@echo ""
+	@echo "== tasks waiting for review: $(CURDIR)/data/corpus/tasks/proposed  (.venv/bin/pipeline tasks)"
+	@$(BIN)/pipeline tasks
+	@echo ""
+	@echo "== warehouse: $(CURDIR)/data/warehouse.duckdb  (try: .venv/bin/pipeline sql \"SELECT * FROM memories\")"
+	@echo "== report:    $$(ls -t $(CURDIR)/data/runs/*/*/report.html 2>/dev/null | head -1)"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q

@@ -99,13 +99,24 @@ def _esc(text: str) -> str:
 
 def write(run_id: str, run_dir: str | Path, db_file: str | Path, *, note: str | None = None) -> Path:
     """Execute the report notebook into the run folder and convert it to `report.html`."""
-    run_dir = Path(run_dir)
+    run_dir = Path(run_dir).absolute()
     run_dir.mkdir(parents=True, exist_ok=True)
     executed = run_dir / "night_report.ipynb"
     cmd = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(executed), "--cwd", str(REPO), "-k", "python3",
            "--no-progress-bar", "-p", "db", str(Path(db_file).absolute()), "-p", "run_id", run_id,
            "-p", "run_dir", str(run_dir.absolute()), "-p", "note", note or ""]
-    subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True)
-    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input", str(executed),
-                    "--output", "report"], cwd=run_dir, check=True, capture_output=True, text=True)
+    _run(cmd, "the report notebook")
+    _run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input", str(executed),
+          "--output", "report", "--output-dir", str(run_dir)], "nbconvert")
     return run_dir / "report.html"
+
+
+class ReportError(RuntimeError):
+    pass
+
+
+def _run(cmd: list[str], what: str) -> None:
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if ln.strip()]
+        raise ReportError(f"{what} failed: {lines[-1] if lines else 'no output'}")

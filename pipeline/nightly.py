@@ -88,9 +88,11 @@ class NightResult:
     report_note: str | None = None
     seconds: float = 0.0
 
+    report_failed: bool = False
+
     @property
     def exit_code(self) -> int:
-        return 1 if any(b.status != "applied" for b in self.batches) else 0
+        return 1 if self.report_failed or any(b.status != "applied" for b in self.batches) else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -168,16 +170,23 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
 
         with db.reading(db_file) as con:
             result.pending_after = len(pending.pending_ids(con))
+        _finish_run(db_file, result, t0)
         if opts.report:
             crash_point("nightly:report")
             result.report, result.report_note = _report(run_id, run_dir, db_file, opts, say)
-        result.seconds = time.monotonic() - t0
-        with db.writing(db_file) as con:
-            con.execute(
-                "UPDATE runs SET finished_at = ?, status = ?, details = ? WHERE run_id = ?",
-                [dt.datetime.now(dt.UTC), "failed" if result.exit_code else "done", json.dumps(result.to_json()), run_id],
-            )
+            result.report_failed = result.report is None
+            _finish_run(db_file, result, t0)
     return result
+
+
+def _finish_run(db_file: Path, result: NightResult, t0: float) -> None:
+    result.seconds = time.monotonic() - t0
+    with db.writing(db_file) as con:
+        con.execute(
+            "UPDATE runs SET finished_at = ?, status = ?, details = ? WHERE run_id = ?",
+            [dt.datetime.now(dt.UTC), "failed" if result.exit_code else "done", json.dumps(result.to_json()),
+             result.run_id],
+        )
 
 
 # -- recovery ------------------------------------------------------------------------------------------
@@ -185,7 +194,8 @@ def _land_leftovers(db_file: Path, runs_root: Path, opts: NightlyOptions, say: S
     """Apply every finished artifact an interrupted run left behind without landing it."""
     with db.reading(db_file) as con:
         rows = con.execute(
-            "SELECT run_id, batch_id, status, artifact_dir, sessions FROM batches WHERE status IN ('planned', 'running')"
+            "SELECT run_id, batch_id, status, artifact_dir, sessions FROM batches WHERE status IN ('planned', 'running') "
+            "ORDER BY run_id, rowid"  # plan order, so memories and links land as they would have
         ).fetchall()
     landed = []
     for run_id, batch_id, _status, folder, sessions in rows:
@@ -329,7 +339,11 @@ def _report(run_id: str, run_dir: Path, db_file: Path, opts: NightlyOptions, say
         say(note)
     from pipeline import night_report
 
-    html = night_report.write(run_id, run_dir, db_file, note=note)
+    try:
+        html = night_report.write(run_id, run_dir, db_file, note=note)
+    except night_report.ReportError as exc:
+        say(f"report: {exc}")
+        return None, f"{note + '; ' if note else ''}{exc}"
     say(f"report: {html}")
     return html, note
 

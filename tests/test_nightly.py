@@ -1,0 +1,173 @@
+"""The nightly driver end to end: real papermill notebooks, a failing batch, interruptions, the lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline import db, pending, planner
+from pipeline.corpus import Corpus
+from pipeline.lock import LockedError, NightlyLock, lock_path
+from tests.conftest import REPO, SAMPLES
+
+pytestmark = pytest.mark.slow
+
+EXPECTED = json.loads((SAMPLES / "expected.json").read_text())
+LEDGER = sorted(s["sessionId"] for s in EXPECTED["sessions"] if s["slug"] == "-home-ana-src-ledger-sync-v2" and s["lines"])
+
+
+def nightly(tmp: Path, *extra: str, crash_at: str | None = None, report: bool = False,
+            timeout: float = 180) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PIPELINE_CRASH_AT", "OPENAI_API_KEY")}
+    if crash_at:
+        env["PIPELINE_CRASH_AT"] = crash_at
+    cmd = [sys.executable, "-m", "pipeline", "nightly", "--source", str(SAMPLES), "--engine", "rules", "--json",
+           "--db", str(tmp / "w.duckdb"), "--corpus", str(tmp / "corpus"), "--runs", str(tmp / "runs"), *extra]
+    if not report:
+        cmd.append("--no-report")
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def memory_files(corpus: Path) -> dict[str, str]:
+    """Memory files by path, with their claims (the run that wrote them is allowed to differ)."""
+    out = {}
+    for p in sorted(corpus.rglob("*.md")):
+        if ".git" in p.parts or "tasks" in p.parts or p.name == "README.md":
+            continue
+        claim = next(line for line in p.read_text().splitlines() if line.startswith("claim:"))
+        out[str(p.relative_to(corpus))] = claim
+    return out
+
+
+def fsck_ok(corpus: Path) -> bool:
+    return subprocess.run(["git", "--git-dir", str(corpus / ".git"), "fsck", "--no-progress"],
+                          capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("ref")
+    out = nightly(tmp, report=True)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    files = memory_files(tmp / "corpus")
+    assert files and result["pendingAfter"] == 0
+    return {"files": files, "result": result, "dir": tmp}
+
+
+def test_reference_night_lands_everything_and_reports(reference) -> None:
+    result, tmp = reference["result"], reference["dir"]
+    assert all(b["status"] == "applied" for b in result["batches"]) and len(result["batches"]) >= 2
+    run_dir = Path(result["runDir"])
+    report = (run_dir / "report.html").read_text()
+    for b in result["batches"]:
+        assert (run_dir / b["batch"] / "notebook.ipynb").exists()  # the executed notebook is kept
+        assert f'{b["batch"]}/notebook.ipynb' in report  # and linked from the report
+    subjects = Corpus(tmp / "corpus").git("log", "--format=%s").splitlines()
+    assert sum(s.startswith("memory: ") for s in subjects) == len(reference["files"])
+    with db.reading(tmp / "w.duckdb") as con:
+        assert con.execute("SELECT status FROM runs").fetchall() == [("done",)]
+        assert {r[0] for r in con.execute("SELECT status FROM batches").fetchall()} == {"applied"}
+    # a second night has nothing to do and lands nothing
+    again = nightly(tmp)
+    assert again.returncode == 0 and json.loads(again.stdout)["batches"] == []
+    assert Corpus(tmp / "corpus").git("log", "--format=%s").splitlines() == subjects
+
+
+def test_failed_batch_stays_pending_and_the_next_night_picks_it_up(tmp_path: Path, reference) -> None:
+    failing = planner.batch_id_for(LEDGER)
+    first = nightly(tmp_path, crash_at=f"consolidate:{failing}")
+    assert first.returncode == 1, first.stderr
+    result = json.loads(first.stdout)
+    statuses = {b["batch"]: b["status"] for b in result["batches"]}
+    assert statuses.pop(failing) == "failed" and set(statuses.values()) == {"applied"}
+    with db.reading(tmp_path / "w.duckdb") as con:
+        assert set(pending.pending_ids(con)) == set(LEDGER)
+        reason = con.execute("SELECT reason FROM batches WHERE batch_id = ?", [failing]).fetchall()[0][0]
+    assert reason
+    second = nightly(tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert [b["batch"] for b in json.loads(second.stdout)["batches"]] == [failing]
+    with db.reading(tmp_path / "w.duckdb") as con:
+        assert pending.pending_ids(con) == []
+    assert set(memory_files(tmp_path / "corpus").values()) == set(reference["files"].values())
+
+
+STEPS = ["nightly:ingested", "nightly:recovered", "nightly:planned", "nightly:batch-started", "nightly:batches-done",
+         "nightly:between-applies", "apply:memory-committed", "apply:in-transaction", "nightly:report"]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_interrupted_night_then_rerun_gives_the_same_corpus(tmp_path: Path, reference, step: str) -> None:
+    crashed = nightly(tmp_path, crash_at=step, report=step == "nightly:report")
+    assert crashed.returncode == 86, (crashed.returncode, crashed.stderr[-2000:])
+    again = nightly(tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert memory_files(tmp_path / "corpus") == reference["files"]
+    assert fsck_ok(tmp_path / "corpus")
+    with db.reading(tmp_path / "w.duckdb") as con:
+        assert pending.pending_ids(con) == []
+        dup = con.execute("SELECT claim, count(*) FROM memories GROUP BY claim HAVING count(*) > 1").fetchall()
+    assert dup == []
+
+
+@pytest.mark.parametrize("delay", [1.0, 2.5, 4.0])
+def test_kill_9_of_the_driver_and_its_batches_then_rerun(tmp_path: Path, reference, delay: float) -> None:
+    cmd = [sys.executable, "-m", "pipeline", "nightly", "--source", str(SAMPLES), "--engine", "rules", "--no-report",
+           "--db", str(tmp_path / "w.duckdb"), "--corpus", str(tmp_path / "corpus"), "--runs", str(tmp_path / "runs")]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    time.sleep(delay)
+    lock = lock_path(tmp_path / "w.duckdb")
+    groups = []
+    if lock.exists():
+        try:
+            groups = json.loads(lock.read_text() or "{}").get("batchGroups", [])
+        except ValueError:
+            groups = []
+    for pgid in [proc.pid, *groups]:  # the driver and everything it started
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    again = nightly(tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert memory_files(tmp_path / "corpus") == reference["files"]
+    assert fsck_ok(tmp_path / "corpus")
+
+
+def test_second_nightly_is_refused_while_one_runs(tmp_path: Path) -> None:
+    lock = NightlyLock(tmp_path / "w.duckdb", "run-a")
+    lock.acquire()
+    try:
+        with pytest.raises(LockedError, match=f"process {os.getpid()}"):
+            NightlyLock(tmp_path / "w.duckdb", "run-b").acquire()
+        out = nightly(tmp_path)
+        assert out.returncode == 1 and "another nightly run holds" in out.stderr and str(os.getpid()) in out.stderr
+    finally:
+        lock.release()
+
+
+def test_stale_lock_is_taken_over_and_its_batches_ended(tmp_path: Path) -> None:
+    # A dead run left its lock file, naming a batch process group that is still alive.
+    batch = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "papermill"],
+                             env={**os.environ, "PIPELINE_RUN_ID": "dead-run"}, start_new_session=True)
+    for _ in range(100):  # until the child has exec'd and shows its own command line
+        if b"papermill" in Path(f"/proc/{batch.pid}/cmdline").read_bytes():
+            break
+        time.sleep(0.02)
+    lock_path(tmp_path / "w.duckdb").write_text(json.dumps({"pid": 999999, "runId": "dead-run", "batchGroups": [batch.pid]}))
+    lock = NightlyLock(tmp_path / "w.duckdb", "new-run")
+    lock.acquire()
+    try:
+        assert lock.previous and lock.previous["runId"] == "dead-run"
+        assert batch.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        lock.release()
