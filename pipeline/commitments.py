@@ -1,0 +1,258 @@
+"""First-person commitments in what the user or the agent said: the rules engine's commitments.
+
+Only user and agent text is read, never tool output. A sentence qualifies when its speaker commits
+themselves to future work ("I'll …", "I will …", "we'll …", "I'm going to …", "let me … later").
+Questions, conditionals and hypotheticals, negations and work announced for right now are left out;
+finished work and other people's plans never match a first-person future. The agent narrates its
+next step all the time ("I'll check the logs"), so an agent sentence counts only when it defers
+the work (after, once, before, later, a date). `resolved` is set when a later message of the same
+session reports the same work done; `dueHint` only when the sentence itself names an ISO date.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.contract import MAX_QUOTE_CHARS
+
+__all__ = ["CommitmentFinding", "Message", "commitment_entry", "find_commitments", "sentences"]
+
+
+@dataclass(frozen=True)
+class Message:
+    """What the user or the agent said on one line (text blocks only, no tool output)."""
+
+    session_id: str
+    line_no: int
+    role: str
+    text: str
+
+
+_APOS = "['’]"
+_FIRST_PERSON = re.compile(
+    rf"\b(?P<who>I{_APOS}ll|I will|I am going to|I{_APOS}m going to|[Ww]e{_APOS}ll|[Ww]e will|"
+    rf"[Ww]e are going to|[Ww]e{_APOS}re going to|[Ll]et me)\s+(?P<rest>\S.*)$"
+)
+_NOT = re.compile(r"^(?:not|never)\b", re.IGNORECASE)
+_CONDITIONAL = re.compile(
+    r"\b(?:if|unless|would|could|might|maybe|perhaps|probably|in case|suppose|supposing|whether)\b", re.IGNORECASE
+)
+# Work announced for right now is the session doing its job, not something that outlives it.
+_IMMEDIATE = re.compile(
+    r"\b(?:now|right away|immediately|first|in a (?:moment|sec(?:ond)?|minute)|quickly|"
+    r"next(?!\s+(?:week|month|sprint|release|quarter|year|time|session|night)))\b",
+    re.IGNORECASE,
+)
+# A deferral: the work is promised for later than this turn.
+_DEFERRED = re.compile(
+    r"\b(?:after|once|before|later|tomorrow|tonight|until|when|follow[- ]up|separate (?:PR|change|commit)|"
+    r"next (?:week|month|sprint|release|quarter|year|time|session)|by (?:monday|tuesday|wednesday|thursday|"
+    r"friday|saturday|sunday|the end|end of|eod)|on (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+    r"|\d{4}-\d{2}-\d{2})\b",
+    re.IGNORECASE,
+)
+_LATER = re.compile(r"\b(?:later|tomorrow|tonight|next (?:week|month|sprint|time|session))\b", re.IGNORECASE)
+_ISO_DAY = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|;\s+")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+_FILLER = {"also", "just", "then", "still", "probably", "definitely", "personally", "myself", "quickly", "go", "try", "and"}
+_STOP = {
+    "the", "and", "for", "with", "this", "that", "these", "those", "before", "after", "once", "when", "then",
+    "you", "your", "our", "out", "into", "from", "its", "it's", "are", "was", "were", "will", "can", "lands",
+    "myself", "tell", "until", "later", "tomorrow", "what", "which", "there", "here", "some", "all", "any",
+    "finish", "close", "case", "done", "up", "about", "over", "again", "too", "also", "just", "not",
+}
+_IRREGULAR = {
+    "run": "ran", "write": "wrote", "make": "made", "do": "did", "send": "sent", "put": "put", "set": "set",
+    "get": "got", "take": "took", "build": "built", "tell": "told", "find": "found", "keep": "kept",
+    "leave": "left", "begin": "began", "split": "split", "cut": "cut", "read": "read", "rebuild": "rebuilt",
+    "rewrite": "rewrote", "undo": "undid", "go": "went", "give": "gave", "bring": "brought",
+}
+_PARTICIPLE = {"write": "written", "do": "done", "take": "taken", "rewrite": "rewritten", "give": "given", "go": "gone"}
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences (and semicolon clauses) of a message, each a substring of `text`."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        for part in _SENTENCE_END.split(line):
+            part = part.strip()
+            if part:
+                out.append(part)
+    return out
+
+
+def _past_forms(verb: str) -> set[str]:
+    v = verb.lower()
+    forms = {v + "ed", v + "d" if v.endswith("e") else v + "ed"}
+    if v.endswith("y") and len(v) > 2 and v[-2] not in "aeiou":
+        forms.add(v[:-1] + "ied")
+    if re.fullmatch(r"[^aeiou]*[aeiou][bdgklmnprt]", v):  # stop → stopped, ship → shipped
+        forms.add(v + v[-1] + "ed")
+    for table in (_IRREGULAR, _PARTICIPLE):
+        if v in table:
+            forms.add(table[v])
+    return forms
+
+
+def _keywords(text: str) -> set[str]:
+    words = set()
+    for raw in re.split(r"[^A-Za-z0-9]+", text.lower()):
+        if len(raw) >= 3 and raw not in _STOP:
+            words.add(raw[:-1] if raw.endswith("s") and len(raw) > 4 else raw)
+    return words
+
+
+@dataclass(frozen=True)
+class CommitmentFinding:
+    session_id: str
+    line_no: int
+    role: str
+    quote: str
+    verb: str
+    rest: str
+    confidence: float
+    due_hint: str | None
+    resolved_at: int | None = None
+
+    @property
+    def actor(self) -> str:
+        return "agent" if self.role == "assistant" else "user"
+
+
+def _due_hint(sentence: str) -> str | None:
+    for day in _ISO_DAY.findall(sentence):
+        try:
+            dt.date.fromisoformat(day)
+        except ValueError:
+            continue
+        return day
+    return None
+
+
+def _commitment_in(sentence: str, message: Message) -> CommitmentFinding | None:
+    if sentence.rstrip("\"')]» ").endswith("?"):
+        return None  # a question commits nobody
+    match = _FIRST_PERSON.search(sentence)
+    if match is None:
+        return None
+    who, rest = match.group("who"), match.group("rest")
+    let_me = who.lower() == "let me"
+    if _NOT.match(rest) or _CONDITIONAL.search(sentence) or _IMMEDIATE.search(rest):
+        return None
+    if let_me and not _LATER.search(rest):
+        return None  # "let me look at X" is the next step, not a promise
+    if message.role == "assistant" and not _DEFERRED.search(rest):
+        return None  # the agent narrating what it does next
+    words = _WORD.findall(rest)
+    verbs = [w for w in words if w.lower() not in _FILLER]
+    if not verbs:
+        return None
+    due = _due_hint(sentence)
+    confidence = 0.8 if who[0] == "I" else 0.6
+    if let_me:
+        confidence = 0.55
+    if due:
+        confidence += 0.05
+    quote = sentence[match.start() :]
+    return CommitmentFinding(
+        session_id=message.session_id,
+        line_no=message.line_no,
+        role=message.role,
+        quote=quote[:MAX_QUOTE_CHARS].rstrip(),
+        verb=verbs[0].lower(),
+        rest=rest,
+        confidence=round(min(confidence, 0.9), 2),
+        due_hint=due,
+    )
+
+
+def _resolution(finding: CommitmentFinding, later: Sequence[Message]) -> int | None:
+    """The line of a later message of the same session that reports this work done, if any."""
+    forms = _past_forms(finding.verb)
+    wanted = _keywords(finding.rest) - {finding.verb}
+    need = 2 if len(wanted) >= 3 else 1
+    pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, forms))) + r")\b", re.IGNORECASE)
+    for message in later:
+        for sentence in sentences(message.text):
+            if sentence.rstrip().endswith("?") or _FIRST_PERSON.search(sentence):
+                continue
+            if pattern.search(sentence) and len(wanted & _keywords(sentence)) >= need:
+                return message.line_no
+    return None
+
+
+def _is_injected_context(text: str) -> bool:
+    # Harness-injected user messages (AGENTS.md, environment context, command output) are wrapped
+    # in tags; nobody speaks in them.
+    stripped = text.lstrip()
+    return stripped.startswith("<") and ">" in stripped[:80]
+
+
+def find_commitments(
+    messages: Sequence[Message], new_from_line: Mapping[str, int] | None = None
+) -> list[CommitmentFinding]:
+    """First-person commitments in user and agent text, in transcript order.
+
+    A commitment made before a session's `new_from_line` was reported on an earlier night; it is
+    reported again only when the new lines show it done, so that night's task can be closed.
+    """
+    new_from = new_from_line or {}
+    by_session: dict[str, list[Message]] = {}
+    for message in messages:
+        if message.role in ("user", "assistant") and message.text and not _is_injected_context(message.text):
+            by_session.setdefault(message.session_id, []).append(message)
+    found: list[CommitmentFinding] = []
+    for sid, said in by_session.items():
+        said.sort(key=lambda m: m.line_no)
+        for i, message in enumerate(said):
+            for sentence in sentences(message.text):
+                finding = _commitment_in(sentence, message)
+                if finding is None:
+                    continue
+                resolved_at = _resolution(finding, said[i + 1 :])
+                start = new_from.get(sid, 1)
+                if finding.line_no < start and (resolved_at is None or resolved_at < start):
+                    continue
+                found.append(
+                    CommitmentFinding(**{**finding.__dict__, "resolved_at": resolved_at})
+                )
+    return found
+
+
+_SECOND_PERSON = re.compile(r"\byou\b")
+_THIRD_PERSON = (
+    (re.compile(r"\bmyself\b"), "themselves"),
+    (re.compile(r"\bourselves\b"), "themselves"),
+    (re.compile(r"\bmy\b"), "their"),
+    (re.compile(r"\bour\b"), "their"),
+    (re.compile(r"\bwe\b"), "they"),
+    (re.compile(r"\bus\b"), "them"),
+)
+
+
+def _statement(finding: CommitmentFinding) -> str:
+    """The commitment retold in the third person ("I'll fix X" → "The agent will fix X.")."""
+    rest = finding.rest.rstrip(" .;,!")
+    for pattern, replacement in _THIRD_PERSON:
+        rest = pattern.sub(replacement, rest)
+    rest = _SECOND_PERSON.sub("the user" if finding.actor == "agent" else "the agent", rest)
+    who = "The agent" if finding.actor == "agent" else "The user"
+    return f"{who} will {rest}."
+
+
+def commitment_entry(finding: CommitmentFinding) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "statement": _statement(finding),
+        "actor": finding.actor,
+        "evidence": [{"sessionId": finding.session_id, "quote": finding.quote}],
+        "confidence": finding.confidence,
+        "resolved": finding.resolved_at is not None,
+    }
+    if finding.due_hint:
+        entry["dueHint"] = finding.due_hint
+    return entry

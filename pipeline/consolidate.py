@@ -1,0 +1,329 @@
+"""One consolidation batch: choose the engine, run it, write the artifact folder.
+
+`run_batch` is what the CLI verb `pipeline consolidate` and the consolidate notebook both call. It
+opens the warehouse read-only and only briefly, writes nothing but the batch's artifact folder
+(`pipeline.artifact`), and returns a `BatchResult`. Applying the folder to the corpus and the
+warehouse is `apply`'s job, later and elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from openai import OpenAI
+from pydantic import SecretStr
+
+from pipeline import config, db, tools
+from pipeline.agent import AgentConfig, run_agent
+from pipeline.artifact import (
+    LLM_CALLS,
+    MANIFEST,
+    PROBLEMS,
+    RUN,
+    TOOL_CALLS,
+    Budgets,
+    Manifest,
+    ManifestSession,
+    RunRecord,
+    Used,
+    clear_artifact,
+    write_answer,
+    write_json,
+    write_jsonl,
+)
+from pipeline.contract import Answer
+from pipeline.engine import BatchContext, EngineResult, EventSink, Recorder, utc_now
+from pipeline.errors import PipelineError, UsageError
+from pipeline.faults import crash_point
+from pipeline.rules import run_rules
+
+__all__ = [
+    "ENGINES",
+    "BatchResult",
+    "Engine",
+    "batch_id_for",
+    "default_out_dir",
+    "new_run_id",
+    "parse_session_ids",
+    "resolve_engine",
+    "run_batch",
+]
+
+log = logging.getLogger(__name__)
+
+Engine = Literal["auto", "rules", "openai"]
+ENGINES: tuple[str, ...] = ("auto", "rules", "openai")
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """How one batch ended and where its artifact folder is."""
+
+    outcome: str
+    reason: str | None
+    out_dir: Path
+    manifest: Manifest
+    run: RunRecord
+    answer: Answer | None
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome == "accepted"
+
+    @property
+    def exit_code(self) -> int:
+        """0 when an answer was accepted, 1 otherwise (the artifact says why)."""
+        return 0 if self.accepted else 1
+
+    def to_json(self) -> dict[str, Any]:
+        """A summary for `--json` and notebooks (the folder has the full record)."""
+        answer = self.answer
+        return {
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "outDir": str(self.out_dir),
+            "runId": self.manifest.run_id,
+            "batchId": self.manifest.batch_id,
+            "engine": self.manifest.engine,
+            "model": self.manifest.model,
+            "candidates": len(answer.candidates) if answer else 0,
+            "commitments": len(answer.commitments) if answer else 0,
+            "sessionIds": self.manifest.session_ids,
+            "touchedSessionIds": self.run.touched_session_ids,
+            "untouchedReadSessionIds": self.run.untouched_read_session_ids,
+            "watermarkSessionIds": self.run.watermark_session_ids,
+            "tokens": self.run.tokens.model_dump(mode="json"),
+            "cachedShare": self.run.cached_share,
+        }
+
+
+def parse_session_ids(value: str | Sequence[str]) -> list[str]:
+    """Session ids from a list, or from comma-separated strings (as flags and papermill pass them);
+    duplicates dropped, order kept."""
+    items = [value] if isinstance(value, str) else list(value)
+    ids = [part.strip() for item in items for part in str(item).split(",")]
+    return list(dict.fromkeys(i for i in ids if i))
+
+
+def resolve_engine(engine: str, *, api_key: str | None) -> tuple[str, str]:
+    """(engine, why): `auto` is openai when an API key is configured, else the offline rules."""
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    if engine != "auto":
+        return engine, f"engine {engine} (as asked)"
+    if api_key:
+        return "openai", "engine auto → openai (OPENAI_API_KEY is set)"
+    return "rules", "engine auto → rules (OPENAI_API_KEY is not set, so the offline rules engine runs)"
+
+
+def new_run_id(now: Any | None = None) -> str:
+    """A fresh run id: UTC time to the second plus a random suffix (two runs may start together)."""
+    now = now or utc_now()
+    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def batch_id_for(session_ids: Sequence[str]) -> str:
+    """A batch id derived from the batch's sessions, so the same batch gets the same id."""
+    digest = hashlib.sha256("\n".join(sorted(session_ids)).encode("utf-8")).hexdigest()
+    return f"b-{digest[:12]}"
+
+
+def default_out_dir(run_id: str, batch_id: str, day: str, runs: str | os.PathLike[str] | None = None) -> Path:
+    """`data/runs/<YYYY-MM-DD>/<run-id>/<batch-id>/` under the runs folder (`--runs`, PIPELINE_RUNS)."""
+    return config.runs_path(runs) / day / run_id / batch_id
+
+
+def _ids_from_layout(out_dir: Path) -> tuple[str | None, str | None]:
+    # A folder laid out as <runs>/<day>/<run-id>/<batch-id> (how the nightly names notebook out_dirs)
+    # carries its own ids, so a notebook given only out_dir still records the night's run id.
+    if _DAY.fullmatch(out_dir.parent.parent.name):
+        return out_dir.parent.name, out_dir.name
+    return None, None
+
+
+def _manifest_sessions(db_path: str | Path | None, session_ids: Sequence[str]) -> list[ManifestSession]:
+    with db.reading(db_path) as con:
+        try:
+            entries = tools.list_sessions(con, list(session_ids))
+        except tools.ToolError as exc:
+            raise UsageError(f"{exc}; `pipeline sessions` lists the sessions in the warehouse") from None
+    by_id = {e["sessionId"]: e for e in entries}
+    # In the order asked for: the batch is what the caller offered.
+    return [
+        ManifestSession(
+            session_id=sid,
+            line_count=by_id[sid]["lineCount"],
+            size_bytes=by_id[sid]["sizeBytes"],
+            new_from_line=by_id[sid]["newFromLine"],
+        )
+        for sid in session_ids
+    ]
+
+
+def _budgets(budgets: Budgets | Mapping[str, Any] | None) -> Budgets:
+    if budgets is None:
+        return Budgets()
+    if isinstance(budgets, Budgets):
+        return budgets
+    # Notebook parameters may be None for "use the default".
+    return Budgets.model_validate({k: v for k, v in budgets.items() if v is not None})
+
+
+def run_batch(
+    session_ids: str | Sequence[str],
+    *,
+    db: str | Path | None = None,
+    engine: str = "auto",
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    runs_dir: str | os.PathLike[str] | None = None,
+    budgets: Budgets | Mapping[str, Any] | None = None,
+    run_id: str | None = None,
+    batch_id: str | None = None,
+    max_retries: int = 2,
+    timeout: float = 120.0,
+    on_event: EventSink | None = None,
+    client: OpenAI | None = None,
+) -> BatchResult:
+    """Consolidate one batch and write its artifact folder; returns how it ended.
+
+    `engine` is auto, rules or openai (auto: openai when OPENAI_API_KEY is set, else rules).
+    `model`, `base_url` and the key fall back to PIPELINE_MODEL, OPENAI_BASE_URL and
+    OPENAI_API_KEY. `out_dir` is the batch folder itself; by default it is
+    `<runs>/<YYYY-MM-DD>/<run-id>/<batch-id>/`. `on_event` receives progress events (tool calls,
+    model calls, submissions) as they happen. Wrong invocations (no sessions, unknown session, no
+    model for the openai engine) raise UsageError before anything is written.
+    """
+    ids = parse_session_ids(session_ids)
+    if not ids:
+        raise UsageError("no sessions given: pass --sessions ID[,ID…] or --pending")
+    limits = _budgets(budgets)
+    key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    chosen, why = resolve_engine(engine, api_key=key)
+    model = config.model_name(model)
+    base_url = config.base_url(base_url)
+    agent_config: AgentConfig | None = None
+    if chosen == "openai":
+        if not model:
+            raise UsageError(
+                "the openai engine needs a model: pass --model M or set PIPELINE_MODEL "
+                "(or run the offline engine with --engine rules)"
+            )
+        if not key and not base_url:
+            raise UsageError(
+                "the openai engine needs OPENAI_API_KEY, or --base-url for a local server that "
+                "takes no key (or run the offline engine with --engine rules)"
+            )
+        agent_config = AgentConfig(
+            model=model, base_url=base_url, api_key=SecretStr(key) if key else None,
+            max_retries=max_retries, timeout=timeout,
+        )
+    started_at = utc_now()
+    sessions = _manifest_sessions(db, ids)
+
+    folder = Path(out_dir) if out_dir is not None else None
+    layout_run, layout_batch = _ids_from_layout(folder) if folder is not None else (None, None)
+    run_id = run_id or layout_run or new_run_id(started_at)
+    batch_id = batch_id or layout_batch or batch_id_for(ids)
+    folder = folder or default_out_dir(run_id, batch_id, f"{started_at:%Y-%m-%d}", runs_dir)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {folder} is a file; name a folder for the batch's artifact")
+    folder.mkdir(parents=True, exist_ok=True)
+    removed = clear_artifact(folder)
+
+    manifest = Manifest(
+        run_id=run_id, batch_id=batch_id, engine=chosen,
+        model=model if chosen == "openai" else None, created_at=started_at, sessions=sessions,
+    )
+    write_json(folder / MANIFEST, manifest)
+    # A batch killed from here on leaves a folder without run.json: incomplete, never applied.
+    crash_point(f"consolidate:{batch_id}")
+
+    ctx = BatchContext(
+        run_id=run_id, batch_id=batch_id, db=db, session_ids=tuple(ids), budgets=limits,
+        new_from_line={s.session_id: s.new_from_line for s in sessions}, on_event=on_event,
+    )
+    if removed:
+        ctx.emit("engine", f"replacing the earlier artifact in {folder} ({', '.join(removed)})")
+    ctx.emit("engine", why)
+    recorder = Recorder(run_id=run_id, batch_id=batch_id)
+    result = _run_engine(chosen, ctx, recorder, agent_config, client)
+    return _finish(folder, manifest, ctx, recorder, result, started_at)
+
+
+def _run_engine(
+    engine: str, ctx: BatchContext, recorder: Recorder, agent_config: AgentConfig | None, client: OpenAI | None
+) -> EngineResult:
+    try:
+        if engine == "openai":
+            assert agent_config is not None
+            return run_agent(ctx, recorder, agent_config, client=client)
+        return run_rules(ctx, recorder)
+    except PipelineError as exc:
+        return EngineResult("error", str(exc))
+    except Exception as exc:
+        # A bug must not leave a folder that looks unfinished for ever: record it and say so.
+        log.exception("consolidation batch %s failed", ctx.batch_id)
+        return EngineResult("error", f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _finish(
+    folder: Path,
+    manifest: Manifest,
+    ctx: BatchContext,
+    recorder: Recorder,
+    result: EngineResult,
+    started_at: Any,
+) -> BatchResult:
+    answer = result.answer if result.outcome == "accepted" else None
+    touched = recorder.touched()
+    read = list(answer.readSessionIds) if answer else []
+    touched_set = set(touched)
+    batch_order = list(ctx.session_ids)
+    run = RunRecord(
+        outcome=result.outcome,
+        reason=result.reason,
+        budgets=ctx.budgets,
+        used=Used(
+            tool_calls=sum(1 for r in recorder.tool_calls if r.name not in ("submit_answer", "scan")),
+            submits=result.submits,
+            tokens=recorder.tokens_used(),
+            seconds=round(ctx.elapsed(), 3),
+        ),
+        tokens=recorder.tokens(),
+        cached_share=recorder.cached_share(),
+        started_at=started_at,
+        finished_at=utc_now(),
+        run_id=manifest.run_id,
+        batch_id=manifest.batch_id,
+        engine=manifest.engine,
+        model=manifest.model,
+        attempts=result.submits,
+        session_ids=batch_order,
+        touched_session_ids=[s for s in batch_order if s in touched_set],
+        read_session_ids=read,
+        untouched_read_session_ids=[s for s in read if s not in touched_set],
+        watermark_session_ids=[s for s in batch_order if s in set(read) & touched_set],
+    )
+    if answer is not None:
+        write_answer(folder, answer)
+    write_json(folder / PROBLEMS, [r.model_dump(mode="json") for r in recorder.refused])
+    write_jsonl(folder / LLM_CALLS, [r.model_dump(mode="json") for r in recorder.llm_calls])
+    write_jsonl(folder / TOOL_CALLS, [r.model_dump(mode="json") for r in recorder.tool_calls])
+    write_json(folder / RUN, run)  # last: its presence marks the folder complete
+    untouched = f"; named but never read: {', '.join(run.untouched_read_session_ids)}" if run.untouched_read_session_ids else ""
+    ctx.emit("outcome", f"{result.outcome}: {result.reason}{untouched}", outcome=result.outcome, outDir=str(folder))
+    return BatchResult(
+        outcome=result.outcome, reason=result.reason, out_dir=folder, manifest=manifest, run=run, answer=answer
+    )

@@ -1,0 +1,127 @@
+"""The offline rules engine: what plain rules can find honestly, under the same answer contract.
+
+No model and no network. It reads every session of the batch (one `scan` entry per session in the
+tool log, every scanned session named in readSessionIds) and reports recurring error shapes
+(`pipeline.error_shapes`) and first-person commitments (`pipeline.commitments`). Everything is
+deterministic: same warehouse, same batch, same answer. The answer goes through the same contract
+as a model's; a quote the checker would not find is dropped before submission rather than allowed
+to refuse the whole answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from pipeline import db
+from pipeline.commitments import Message, commitment_entry, find_commitments
+from pipeline.contract import check_answer
+from pipeline.engine import BatchContext, EngineResult, Recorder, utc_now
+from pipeline.error_shapes import ToolResult, find_error_patterns, pattern_candidate
+from pipeline.quotes import WarehouseQuotes
+
+__all__ = ["BatchText", "build_answer", "read_batch", "run_rules"]
+
+
+@dataclass(frozen=True)
+class BatchText:
+    """What the rules read of a batch: failed tool calls, what was said, and each session's size."""
+
+    failed_calls: list[ToolResult]
+    messages: list[Message]
+    lines: dict[str, tuple[int, int]]  # session → (line count, characters)
+    slugs: dict[str, str | None]
+
+
+def read_batch(con: duckdb.DuckDBPyConnection, session_ids: Sequence[str]) -> BatchText:
+    """Read the batch through the analyst views (`tool_results`, `messages`); ids are bound."""
+    in_batch = "session_id IN (SELECT unnest(?::VARCHAR[]))"
+    ids = [list(session_ids)]
+    failed = con.execute(
+        f"SELECT session_id, line_no, text FROM tool_results WHERE is_error AND text IS NOT NULL AND {in_batch} "
+        "ORDER BY session_id, line_no",
+        ids,
+    ).fetchall()
+    said = con.execute(
+        f"SELECT session_id, line_no, role, text FROM messages WHERE role IN ('user', 'assistant') "
+        f"AND text IS NOT NULL AND {in_batch} ORDER BY session_id, line_no",
+        ids,
+    ).fetchall()
+    sizes = con.execute(
+        f"SELECT session_id, count(*), sum(length(text)) FROM lines WHERE {in_batch} GROUP BY session_id", ids
+    ).fetchall()
+    slugs = con.execute(f"SELECT session_id, slug FROM sessions WHERE {in_batch}", ids).fetchall()
+    return BatchText(
+        failed_calls=[ToolResult(sid, int(n), text) for sid, n, text in failed],
+        messages=[Message(sid, int(n), role, text) for sid, n, role, text in said],
+        lines={sid: (int(count), int(chars or 0)) for sid, count, chars in sizes},
+        slugs=dict(slugs),
+    )
+
+
+def build_answer(
+    results: Iterable[ToolResult],
+    messages: Sequence[Message],
+    session_ids: Sequence[str],
+    *,
+    new_from_line: Mapping[str, int] | None = None,
+    slugs: Mapping[str, str | None] | None = None,
+) -> dict[str, Any]:
+    """The rules engine's answer for a batch whose every session was read (pure: no warehouse)."""
+    patterns = find_error_patterns(results, session_ids, new_from_line)
+    commitments = find_commitments(messages, new_from_line)
+    return {
+        "candidates": [pattern_candidate(p, slugs or {}) for p in patterns],
+        "commitments": [commitment_entry(c) for c in commitments],
+        "readSessionIds": list(session_ids),
+    }
+
+
+def _drop_unquotable(answer: dict[str, Any], quotes: WarehouseQuotes) -> dict[str, Any]:
+    """Keep only findings whose quotes the contract will find (belt and braces: rules quote what
+    they read, but a quote the checker cannot see would refuse the whole answer)."""
+
+    def ok(evidence: list[dict[str, str]]) -> list[dict[str, str]]:
+        return [e for e in evidence if quotes.contains(e["sessionId"], e["quote"])]
+
+    candidates = []
+    for candidate in answer["candidates"]:
+        evidence = ok(candidate["evidence"])
+        if len({e["sessionId"] for e in evidence}) >= 2:
+            candidates.append({**candidate, "evidence": evidence})
+    commitments = [c for c in answer["commitments"] if ok(c["evidence"])]
+    return {**answer, "candidates": candidates, "commitments": commitments}
+
+
+def run_rules(ctx: BatchContext, recorder: Recorder) -> EngineResult:
+    """Scan every session of the batch, build the answer, and check it with the contract."""
+    ctx.emit("engine", f"engine rules: scanning {len(ctx.session_ids)} session(s), no model involved")
+    # No model to wait on, so one read-only connection for the whole (short) scan.
+    with db.reading(ctx.db) as con:
+        at = utc_now()
+        text = read_batch(con, ctx.session_ids)
+        for sid in ctx.session_ids:
+            count, chars = text.lines.get(sid, (0, 0))
+            recorder.tool("scan", {"sessionId": sid}, session_id=sid, ok=True, result_chars=chars, at=at)
+            ctx.emit("tool_call", f"scan {sid}: {count} lines", name="scan", sessionId=sid, ok=True)
+        quotes = WarehouseQuotes(con)
+        answer = build_answer(
+            text.failed_calls, text.messages, ctx.session_ids, new_from_line=ctx.new_from_line, slugs=text.slugs
+        )
+        answer = _drop_unquotable(answer, quotes)
+        at = utc_now()
+        result = check_answer(answer, ctx.session_ids, quotes)
+    recorder.tool("submit_answer", answer, session_id=None, ok=result.accepted, result_chars=len(result.tool_result()), at=at)
+    if result.accepted:
+        ctx.emit(
+            "submit",
+            f"answer accepted: {len(answer['candidates'])} candidate(s), {len(answer['commitments'])} commitment(s)",
+            attempt=1, accepted=True,
+        )
+        return EngineResult("accepted", "answer accepted on attempt 1", answer=result.answer, submits=1)
+    recorder.refusal(1, result.problems)
+    ctx.emit("submit", f"answer refused: {len(result.problems)} problem(s)", attempt=1, accepted=False)
+    return EngineResult("refused", f"the contract refused the rules answer ({len(result.problems)} problem(s))", submits=1)

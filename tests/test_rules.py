@@ -1,0 +1,317 @@
+"""The offline rules engine (rules, error_shapes, commitments): measured against the planted content of
+the sample corpus, and rule by rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import db, ingest, tools
+from pipeline.artifact import Budgets
+from pipeline.commitments import Message, find_commitments, sentences
+from pipeline.contract import check_answer
+from pipeline.engine import BatchContext, Recorder
+from pipeline.error_shapes import ToolResult, error_head, error_lines, error_shape, find_error_patterns
+from pipeline.quotes import WarehouseQuotes
+from pipeline.rules import build_answer, run_rules
+from tests.conftest import SAMPLES
+
+EXPECTED = json.loads((SAMPLES / "expected.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("rules") / "w.duckdb"
+    con = db.connect(path)
+    ingest.ingest(con, [SAMPLES])
+    con.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def all_ids(wh: Path) -> list[str]:
+    with db.reading(wh) as con:
+        return [e["sessionId"] for e in tools.list_sessions(con)]
+
+
+@pytest.fixture(scope="module")
+def answer(wh: Path, all_ids: list[str]) -> dict[str, Any]:
+    ctx = BatchContext(run_id="r", batch_id="b", db=wh, session_ids=tuple(all_ids), budgets=Budgets())
+    recorder = Recorder("r", "b")
+    result = run_rules(ctx, recorder)
+    assert result.outcome == "accepted", result.reason
+    assert result.answer is not None
+    return result.answer.model_dump(mode="json", exclude_none=True)
+
+
+def _quoted(answer: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(e["sessionId"], e["quote"]) for c in answer["candidates"] for e in c["evidence"]}
+
+
+# --- measured against expected.json --------------------------------------------------------------
+
+
+def test_every_planted_pattern_is_found_with_its_sessions(answer: dict[str, Any]) -> None:
+    quoted = _quoted(answer)
+    found = 0
+    for pattern in EXPECTED["patterns"]:
+        hits = [o for o in pattern["occurrences"] if (o["sessionId"], o["quote"]) in quoted]
+        # one candidate carries them all, and at least two different sessions stand behind it
+        owners = {
+            i for i, c in enumerate(answer["candidates"])
+            for e in c["evidence"] if (e["sessionId"], e["quote"]) in {(o["sessionId"], o["quote"]) for o in hits}
+        }
+        assert len(owners) == 1, pattern["id"]
+        assert len({o["sessionId"] for o in hits}) == min(len(pattern["sessions"]), 4), pattern["id"]
+        found += 1
+    assert found == len(EXPECTED["patterns"]) == 3
+
+
+def test_no_decoy_and_no_one_off_is_reported(answer: dict[str, Any]) -> None:
+    quoted = {q for _, q in _quoted(answer)}
+    for decoy in EXPECTED["decoys"]:
+        assert not any(o["quote"] in quoted for o in decoy["occurrences"]), decoy["id"]
+    one_offs = [t["quote"] for t in EXPECTED["tool_errors"] if t["tag"] == "one-off"]
+    assert not any(any(q in o or o in q for o in one_offs) for q in quoted)
+    # nothing beyond the planted patterns
+    assert len(answer["candidates"]) == len(EXPECTED["patterns"])
+    assert {c["kind"] for c in answer["candidates"]} == {"error_pattern"}
+
+
+def test_candidates_read_well(answer: dict[str, Any]) -> None:
+    for candidate in answer["candidates"]:
+        assert len({e["sessionId"] for e in candidate["evidence"]}) >= 2
+        assert candidate["entities"] and all(e["type"] == "error" for e in candidate["entities"])
+        for e in candidate["evidence"]:
+            # memory text never repeats a quote (the corpus keeps quotes in commit messages only)
+            assert e["quote"] not in candidate["claim"] and e["quote"] not in candidate["gist"]
+    heads = {c["entities"][0]["name"] for c in answer["candidates"]}
+    assert heads == {"psycopg.OperationalError", "ModuleNotFoundError", "EADDRINUSE"}
+
+
+def test_every_planted_commitment_is_found_as_planted(answer: dict[str, Any]) -> None:
+    got = {(c["evidence"][0]["sessionId"], c["evidence"][0]["quote"]): c for c in answer["commitments"]}
+    for planted in EXPECTED["commitments"]:
+        entry = got.get((planted["sessionId"], planted["quote"]))
+        assert entry is not None, planted["id"]
+        assert entry["actor"] == planted["actor"], planted["id"]
+        assert entry["resolved"] == planted["resolved"], planted["id"]
+        assert entry.get("dueHint") == planted["dueHint"], planted["id"]
+        assert 0.5 <= entry["confidence"] <= 0.9
+        assert entry["statement"] != planted["quote"]
+    assert len(answer["commitments"]) == len(EXPECTED["commitments"]) == 8
+
+
+def test_no_planted_non_commitment_is_reported(answer: dict[str, Any]) -> None:
+    quotes = [c["evidence"][0]["quote"] for c in answer["commitments"]]
+    for planted in EXPECTED["non_commitments"]:
+        assert not any(planted["quote"] in q or q in planted["quote"] for q in quotes), planted["why"]
+
+
+def test_the_measurement_in_numbers(answer: dict[str, Any]) -> None:
+    """The figures of the closing note: found / planted."""
+    quoted = _quoted(answer)
+    patterns = sum(any((o["sessionId"], o["quote"]) in quoted for o in p["occurrences"]) for p in EXPECTED["patterns"])
+    decoys = sum(any((o["sessionId"], o["quote"]) in quoted for o in d["occurrences"]) for d in EXPECTED["decoys"])
+    said = {(c["evidence"][0]["sessionId"], c["evidence"][0]["quote"]) for c in answer["commitments"]}
+    commitments = sum((c["sessionId"], c["quote"]) in said for c in EXPECTED["commitments"])
+    non = sum(any(n["quote"] in q or q in n["quote"] for _, q in said) for n in EXPECTED["non_commitments"])
+    assert (patterns, len(EXPECTED["patterns"])) == (3, 3)
+    assert (decoys, len(EXPECTED["decoys"])) == (0, 2)
+    assert (commitments, len(EXPECTED["commitments"])) == (8, 8)
+    assert (non, len(EXPECTED["non_commitments"])) == (0, 10)
+    assert len(answer["candidates"]) == 3 and len(answer["commitments"]) == 8
+
+
+def test_every_scanned_session_is_named_and_logged(wh: Path, all_ids: list[str]) -> None:
+    ctx = BatchContext(run_id="r", batch_id="b", db=wh, session_ids=tuple(all_ids), budgets=Budgets())
+    recorder = Recorder("r", "b")
+    result = run_rules(ctx, recorder)
+    assert result.answer is not None and result.answer.readSessionIds == all_ids
+    scans = [t for t in recorder.tool_calls if t.name == "scan"]
+    assert [t.session_id for t in scans] == all_ids and all(t.ok for t in scans)
+    assert recorder.touched() == all_ids
+    assert recorder.llm_calls == []
+
+
+def test_the_answer_passes_the_contract_and_is_deterministic(wh: Path, all_ids: list[str], answer: dict[str, Any]) -> None:
+    with db.reading(wh) as con:
+        assert check_answer(answer, all_ids, WarehouseQuotes(con)).accepted
+    ctx = BatchContext(run_id="r2", batch_id="b2", db=wh, session_ids=tuple(all_ids), budgets=Budgets())
+    again = run_rules(ctx, Recorder("r2", "b2"))
+    assert again.answer is not None and again.answer.model_dump(mode="json", exclude_none=True) == answer
+
+
+def test_a_batch_of_one_session_has_no_cross_session_pattern(wh: Path) -> None:
+    a2 = "94d17458-e734-483d-b466-8395216e13a2"
+    ctx = BatchContext(run_id="r", batch_id="b", db=wh, session_ids=(a2,), budgets=Budgets())
+    result = run_rules(ctx, Recorder("r", "b"))
+    assert result.outcome == "accepted" and result.answer is not None
+    assert result.answer.candidates == []  # ObjectInUse twice in one session is not a pattern
+    assert [c.evidence[0].quote for c in result.answer.commitments] == [
+        "I'll restart the Postgres container myself and tell you when it's up."]
+
+
+# --- error shapes ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "shape"),
+    [
+        ('psycopg.OperationalError: connection failed: connection to server at "10.0.3.7", port 6432 failed: Connection refused',
+         "psycopg.OperationalError: connection failed: connection to server at <value>, port <n> failed: Connection refused"),
+        ("ModuleNotFoundError: No module named 'respx'", "ModuleNotFoundError: No module named <value>"),
+        ("Error: listen EADDRINUSE: address already in use :::3000", "Error: listen EADDRINUSE: address already in use :::<n>"),
+        ("Error: listen EADDRINUSE: address already in use 127.0.0.1:8080", "Error: listen EADDRINUSE: address already in use <host>:<n>"),
+        ("FileNotFoundError: [Errno 2] No such file or directory: /home/ana/src/x/config.yaml",
+         "FileNotFoundError: [Errno <n>] No such file or directory: <path>"),
+        ("KeyError: 3f2a9c0d1e in C:\\Users\\ana\\cache", "KeyError: <id> in <path>"),
+        ("RuntimeError: job 01a16429-82e6-7f9b-8a2a-d5fcc8ee2920 failed after 3 tries",
+         "RuntimeError: job <id> failed after <n> tries"),
+        ("fatal: could not read from https://github.com/x/y.git", "fatal: could not read from <url>"),
+    ],
+)
+def test_error_shape_sets_aside_what_varies(line: str, shape: str) -> None:
+    assert error_shape(line) == shape
+
+
+def test_error_lines_are_verbatim_substrings() -> None:
+    text = (
+        "Exit code 2\n====\nImportError while importing test module '/x/tests/t.py'.\n"
+        "E   ModuleNotFoundError: No module named 'respx'\n  3:22  error  'x' is defined but never used\n"
+        "FAILED tests/t.py::test_a - Failed: Timeout (>5.0s) from pytest-timeout.\n"
+    )
+    lines = error_lines(text)
+    assert lines == ["ModuleNotFoundError: No module named 'respx'", "Failed: Timeout (>5.0s) from pytest-timeout."]
+    assert all(line in text for line in lines)
+    assert error_lines("x" * 10 + "\nValueError: " + "y" * 2000)[0] == "ValueError: " + "y" * 588
+
+
+@pytest.mark.parametrize(
+    ("line", "head"),
+    [
+        ("psycopg.errors.ObjectInUse: database 'x' is in use", "psycopg.errors.ObjectInUse"),
+        ("Error: listen EADDRINUSE: address already in use :::3000", "EADDRINUSE"),
+        ("error[E0425]: cannot find value `x` in this scope", "error"),
+        ("ModuleNotFoundError: No module named 'yaml'", "ModuleNotFoundError"),
+    ],
+)
+def test_error_head(line: str, head: str) -> None:
+    assert error_head(line) == head
+
+
+def test_a_shape_needs_two_sessions_and_twins_are_merged() -> None:
+    chained = "KeyError: 'a'\nDuring handling of the above exception, another exception occurred:\nRuntimeError: lookup of 'a' failed"
+    results = [
+        ToolResult("s1", 3, chained), ToolResult("s2", 9, chained.replace("'a'", "'b'")),
+        ToolResult("s1", 5, "IndexError: list index out of range"),
+        ToolResult("s1", 7, "IndexError: list index out of range"),
+    ]
+    found = find_error_patterns(results, ["s1", "s2"])
+    # The KeyError and the RuntimeError always come together: one failure, kept as the one raised last.
+    assert [f.shape for f in found] == ["RuntimeError: lookup of <value> failed"]
+    assert list(found[0].occurrences) == ["s1", "s2"]
+
+
+def test_a_grown_session_does_not_re_report_old_patterns() -> None:
+    results = [ToolResult("s1", 3, "ValueError: bad 'x'"), ToolResult("s2", 4, "ValueError: bad 'y'")]
+    assert find_error_patterns(results, ["s1", "s2"], {"s1": 10, "s2": 10}) == []
+    assert len(find_error_patterns(results, ["s1", "s2"], {"s1": 10, "s2": 4})) == 1
+
+
+def test_pattern_claims_never_repeat_a_quote() -> None:
+    same = "IndexError: list index out of range"
+    answer = build_answer([ToolResult("s1", 1, same), ToolResult("s2", 2, same)], [], ["s1", "s2"])
+    [candidate] = answer["candidates"]
+    assert same not in candidate["claim"] and same not in candidate["gist"]
+    assert "IndexError" in candidate["claim"]
+
+
+# --- commitments -----------------------------------------------------------------------------
+
+
+def said(*lines: tuple[str, str], session: str = "s1") -> list[Message]:
+    return [Message(session, n, role, text) for n, (role, text) in enumerate(lines, start=1)]
+
+
+def quotes_of(messages: list[Message], new_from: dict[str, int] | None = None) -> list[str]:
+    return [c.quote for c in find_commitments(messages, new_from)]
+
+
+def test_sentences_keep_their_text() -> None:
+    text = "Done. I'll remove it in src/a.py before we finish; first, logging.\nWhy? Because 3.x is old."
+    assert sentences(text) == ["Done.", "I'll remove it in src/a.py before we finish", "first, logging.", "Why?", "Because 3.x is old."]
+
+
+@pytest.mark.parametrize(
+    ("role", "text"),
+    [
+        ("user", "Should we pin the port?"),
+        ("user", "Will you add a test for the labels too?"),
+        ("user", "I'll fix it later?"),
+        ("assistant", "If the cache misses we would need to warm it."),
+        ("user", "If it breaks again I'll rewrite the parser tomorrow."),
+        ("user", "Maria will migrate the billing tables next sprint."),
+        ("assistant", "I fixed the flaky teardown by pinning the port."),
+        ("assistant", "I'll run the linter now."),
+        ("assistant", "I'll check the compose file."),  # narrating the next step, no deferral
+        ("assistant", "Let me look at the fixture first."),
+        ("user", "I will not touch the billing code after the release."),
+        ("user", "<user_instructions>I'll always use uv later</user_instructions>"),
+        ("assistant", "We could add a retry after the release."),
+    ],
+)
+def test_what_is_not_a_commitment(role: str, text: str) -> None:
+    assert quotes_of(said((role, text))) == []
+
+
+@pytest.mark.parametrize(
+    ("role", "text", "quote", "actor", "due"),
+    [
+        ("user", "Also I'll bump the CI image tomorrow, so don't touch .nvmrc.",
+         "I'll bump the CI image tomorrow, so don't touch .nvmrc.", "user", None),
+        ("user", "And I will rotate the credentials on 2026-11-20.", "I will rotate the credentials on 2026-11-20.", "user", "2026-11-20"),
+        ("assistant", "Tests pass. I'll open a follow-up PR to drop the shim once staging runs 4.2.",
+         "I'll open a follow-up PR to drop the shim once staging runs 4.2.", "agent", None),
+        ("assistant", "Let me write that down and update the docs later.", "Let me write that down and update the docs later.", "agent", None),
+        ("user", "we'll ship the exporter next week", "we'll ship the exporter next week", "user", None),
+        ("user", "I’ll clean the fixtures after lunch.", "I’ll clean the fixtures after lunch.", "user", None),
+    ],
+)
+def test_what_is_a_commitment(role: str, text: str, quote: str, actor: str, due: str | None) -> None:
+    [found] = find_commitments(said((role, text)))
+    assert (found.quote, found.actor, found.due_hint) == (quote, actor, due)
+    assert found.quote in text
+
+
+def test_a_commitment_is_resolved_by_later_work_in_the_same_session() -> None:
+    messages = said(
+        ("assistant", "I'll add a regression test for the date parser after this lands."),
+        ("user", "ok"),
+        ("assistant", "Added the regression test in tests/test_dates.py; it passes."),
+    )
+    [found] = find_commitments(messages)
+    assert found.resolved_at == 3
+    # the same words without the past tense, or the past tense about something else, resolve nothing
+    unrelated = [*messages[:2], Message("s1", 3, "assistant", "Added a note to the README.")]
+    assert find_commitments(unrelated)[0].resolved_at is None
+    not_done = [*messages[:2], Message("s1", 3, "assistant", "The regression test for the date parser is next.")]
+    assert find_commitments(not_done)[0].resolved_at is None
+    other_session = [*messages[:2], Message("s2", 3, "assistant", "Added the regression test in tests/test_dates.py.")]
+    assert find_commitments(other_session)[0].resolved_at is None
+
+
+def test_a_grown_session_reports_old_commitments_only_when_newly_resolved() -> None:
+    promise = ("user", "I'll restart the Postgres container myself after lunch.")
+    done = ("user", "ok, Postgres is back up — I restarted the container.")
+    assert quotes_of(said(promise, ("assistant", "fine")), {"s1": 3}) == []
+    resolved = find_commitments(said(promise, ("assistant", "fine"), done), {"s1": 3})
+    assert [(c.line_no, c.resolved_at) for c in resolved] == [(1, 3)]
+
+
+def test_statements_are_retold_in_the_third_person() -> None:
+    [found] = build_answer([], said(("user", "I'll restart the container myself and tell you when it's up later.")), ["s1"])["commitments"]
+    assert found["statement"] == "The user will restart the container themselves and tell the agent when it's up later."
