@@ -18,102 +18,43 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict
 
-from pipeline import config, db, dedupe, memory_file, tasks
+from pipeline import artifact, config, db, dedupe, memory_file, tasks
 from pipeline.contract import Answer, Candidate, check_answer
 from pipeline.corpus import Corpus
-from pipeline.errors import UsageError
 from pipeline.faults import crash_point
 from pipeline.quotes import WarehouseQuotes
 from pipeline.redact import redact
 
-TOUCHING_TOOLS = ("search_transcript", "read_lines", "scan")
-
-
-class ManifestSession(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    sessionId: str
-    lineCount: int
-    sizeBytes: int
-    newFromLine: int = 1
-
-
-class Manifest(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    runId: str
-    batchId: str
-    engine: str
-    model: str | None = None
-    createdAt: str
-    sessions: list[ManifestSession]
-
 
 @dataclass
 class LoadedArtifact:
+    """A batch folder as `artifact.load_artifact` reads it, plus the id `apply` records it under."""
+
     path: Path
     artifact_id: str
-    manifest: Manifest
-    run: dict[str, Any]
-    answer: dict[str, Any] | None
-    llm_calls: list[dict[str, Any]]
-    tool_calls: list[dict[str, Any]]
+    art: artifact.Artifact
+
+    @property
+    def manifest(self) -> artifact.Manifest:
+        return self.art.manifest
 
     @property
     def session_ids(self) -> list[str]:
-        return [s.sessionId for s in self.manifest.sessions]
+        return self.art.manifest.session_ids
 
-    def touched(self) -> set[str]:
-        return {
-            t["session_id"] for t in self.tool_calls
-            if t.get("ok") and t.get("name") in TOUCHING_TOOLS and t.get("session_id")
-        }
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc})") from exc
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except ValueError as exc:
-            raise UsageError(f"{path}:{n}: not valid JSON ({exc})") from exc
-    return rows
+    @property
+    def created_day(self) -> str:
+        return self.art.manifest.created_at.date().isoformat()
 
 
 def load(path: str | Path) -> LoadedArtifact:
+    art = artifact.load_artifact(path)
     folder = Path(path)
-    if not folder.is_dir():
-        raise UsageError(f"{folder}: no such artifact folder")
-    if not (folder / "manifest.json").exists():
-        raise UsageError(f"{folder}: not an artifact folder (no manifest.json)")
-    if not (folder / "run.json").exists():
-        raise UsageError(f"{folder}: the batch did not finish (no run.json); run it again rather than applying it")
-    manifest_bytes = (folder / "manifest.json").read_bytes()
-    answer_path = folder / "answer.json"
-    answer_bytes = answer_path.read_bytes() if answer_path.exists() else b""
-    artifact_id = "art-" + hashlib.sha256(manifest_bytes + b"\0" + answer_bytes).hexdigest()[:16]
-    try:
-        manifest = Manifest.model_validate_json(manifest_bytes)
-    except ValueError as exc:
-        raise UsageError(f"{folder / 'manifest.json'}: {exc}") from exc
-    return LoadedArtifact(
-        path=folder, artifact_id=artifact_id, manifest=manifest, run=_read_json(folder / "run.json"),
-        answer=_read_json(answer_path) if answer_bytes else None,
-        llm_calls=_read_jsonl(folder / "llm_calls.jsonl"), tool_calls=_read_jsonl(folder / "tool_calls.jsonl"),
-    )
+    answer_path = folder / artifact.ANSWER
+    digest = hashlib.sha256((folder / artifact.MANIFEST).read_bytes() + b"\0"
+                            + (answer_path.read_bytes() if answer_path.exists() else b""))
+    return LoadedArtifact(folder, "art-" + digest.hexdigest()[:16], art)
 
 
 @dataclass
@@ -148,17 +89,20 @@ def apply(artifact_dir: str | Path, *, db_file: str | Path | None = None, corpus
           confidence_floor: float = tasks.CONFIDENCE_FLOOR) -> ApplyResult:
     art = load(artifact_dir)
     m = art.manifest
-    result = ApplyResult(art.artifact_id, m.runId, m.batchId, "applied")
+    result = ApplyResult(art.artifact_id, m.run_id, m.batch_id, "applied")
     corpus = Corpus(config.corpus_path(corpus_dir))
     with db.writing(db_file) as con:
         if db.one(con, "SELECT 1 FROM applied_artifacts WHERE artifact_id = ?", [art.artifact_id]):
             result.status = "already-applied"
             return result
         answer: Answer | None = None
-        if art.answer is None:
-            result.status, result.reason = "no-answer", f"the batch ended without an accepted answer ({art.run.get('outcome')}: {art.run.get('reason')})"
+        run = art.art.run
+        if not art.art.accepted or art.art.answer is None:
+            result.status = "no-answer"
+            result.reason = (f"the batch ended without an accepted answer "
+                             f"({run.outcome if run else '?'}: {run.reason if run else 'no run record'})")
         else:
-            check = check_answer(art.answer, art.session_ids, WarehouseQuotes(con))
+            check = check_answer(art.art.answer.model_dump(mode="json"), art.session_ids, WarehouseQuotes(con))
             if not check.accepted:
                 result.status = "refused"
                 result.reason = "the answer fails the contract against this warehouse: " + "; ".join(
@@ -171,7 +115,7 @@ def apply(artifact_dir: str | Path, *, db_file: str | Path | None = None, corpus
             corpus.ensure()
             _land_candidates(corpus, art, answer.candidates, result)
             _land_tasks(corpus, art, answer, result, confidence_floor)
-            touched = art.touched()
+            touched = set(art.art.touched_session_ids())
             named = [s for s in dict.fromkeys(answer.readSessionIds) if s in art.session_ids]
             result.watermarked = [s for s in named if s in touched]
             result.named_not_touched = [s for s in named if s not in touched]
@@ -204,7 +148,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         c.trailers.get("Candidate") for c in corpus.commits() if c.trailers.get("Artifact") == art.artifact_id
     }
     existing = _existing_memories(corpus)
-    created = art.manifest.createdAt[:10]
+    created = art.created_day
     for i, cand in enumerate(candidates):
         if str(i) in done:
             continue
@@ -232,7 +176,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
             continue
         doc = memory_file.MemoryDoc(
             id=mid, kind=cand.kind, claim=claim, entities=entities, sessions=sessions, created=created,
-            run=art.manifest.runId, batch=art.manifest.batchId, gist=gist,
+            run=art.manifest.run_id, batch=art.manifest.batch_id, gist=gist,
         )
         problems = memory_file.gate(doc, [e.quote for e in cand.evidence])
         if problems:
@@ -252,7 +196,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
 
 def _land_tasks(corpus: Corpus, art: LoadedArtifact, answer: Answer, result: ApplyResult, floor: float) -> None:
     existing = tasks.load_all(corpus.root)
-    plan = tasks.plan(answer.commitments, existing, art.manifest.createdAt[:10], floor)
+    plan = tasks.plan(answer.commitments, existing, art.created_day, floor)
     result.tasks = plan.counts()
     if any(c.trailers.get("Artifact") == art.artifact_id and c.trailers.get("Tasks") for c in corpus.commits()):
         return
@@ -266,7 +210,7 @@ def _land_tasks(corpus: Corpus, art: LoadedArtifact, answer: Answer, result: App
         taken[path] = doc.id
         corpus.add(path)
     for old_path, doc in plan.close:
-        closed = doc.model_copy(update={"status": "done", "closed": art.manifest.createdAt[:10]})
+        closed = doc.model_copy(update={"status": "done", "closed": art.created_day})
         new_path = tasks.path_for(corpus.root, closed, taken)
         new_path.parent.mkdir(parents=True, exist_ok=True)
         corpus.remove(old_path)
@@ -306,14 +250,16 @@ def mirror_corpus(con: duckdb.DuckDBPyConnection, corpus: Corpus) -> None:
              "created_at", "closed_at"])
 
 
-def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]], cols: list[str]) -> None:
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]], cols: list[str],
+            *, or_ignore: bool = False) -> None:
     if not rows:
         return
     data = pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows])
     con.register("_apply_rows", data)
     try:
-        quoted = ", ".join(f'"{c}"' for c in cols)  # column names are constants of this module
-        con.execute(f"INSERT INTO {table} ({quoted}) SELECT {quoted} FROM _apply_rows")
+        quoted = ", ".join(f'"{c}"' for c in cols)  # table and column names are constants of this module
+        verb = "INSERT OR IGNORE" if or_ignore else "INSERT"
+        con.execute(f"INSERT INTO {table} ({quoted}) SELECT {quoted} FROM _apply_rows".replace("INSERT", verb, 1))
     finally:
         con.unregister("_apply_rows")
 
@@ -321,12 +267,14 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any
 LLM_CALL_COLUMNS = ["call_id", "source", "session_id", "at", "model", "prompt_tokens", "cached_tokens",
                     "cache_write_tokens", "completion_tokens", "latency_ms", "run_id", "batch_id", "system_fp",
                     "tools_fp", "prefix_fp"]
+TOOL_CALL_COLUMNS = ["run_id", "batch_id", "seq", "name", "arguments", "session_id", "ok", "result_chars", "at"]
 
 
 def _record(con: duckdb.DuckDBPyConnection, corpus: Corpus | None, art: LoadedArtifact, result: ApplyResult) -> None:
     m = art.manifest
     now = dt.datetime.now(dt.UTC)
-    sizes = {s.sessionId: s for s in m.sessions}
+    sizes = {s.session_id: s for s in m.sessions}
+    run = art.art.run
     con.execute("BEGIN TRANSACTION")
     try:
         if corpus is not None:
@@ -334,49 +282,28 @@ def _record(con: duckdb.DuckDBPyConnection, corpus: Corpus | None, art: LoadedAr
         for sid in result.watermarked:
             con.execute(
                 'INSERT INTO watermarks (session_id, line_count, size_bytes, run_id, batch_id, "at") VALUES (?, ?, ?, ?, ?, ?)',
-                [sid, sizes[sid].lineCount, sizes[sid].sizeBytes, m.runId, m.batchId, now],
+                [sid, sizes[sid].line_count, sizes[sid].size_bytes, m.run_id, m.batch_id, now],
             )
-        calls = []
-        for row in art.llm_calls:
-            r = {c: row.get(c) for c in LLM_CALL_COLUMNS}
-            r["source"] = r["source"] or "consolidator"
-            calls.append(r)
+        calls = [{c: getattr(row, c) for c in LLM_CALL_COLUMNS} for row in art.art.llm_calls]
         if calls:
-            con.register("_apply_calls", pa.Table.from_pylist(calls))
-            try:
-                con.execute(
-                    "INSERT OR IGNORE INTO llm_calls (call_id, source, session_id, \"at\", model, prompt_tokens, "
-                    "cached_tokens, cache_write_tokens, completion_tokens, latency_ms, run_id, batch_id, system_fp, "
-                    "tools_fp, prefix_fp) SELECT call_id, source, session_id, TRY_CAST(\"at\" AS TIMESTAMPTZ), model, "
-                    "prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens, latency_ms, run_id, batch_id, "
-                    "system_fp, tools_fp, prefix_fp FROM _apply_calls"
-                )
-            finally:
-                con.unregister("_apply_calls")
+            # Every row keeps its own id, so loading the same calls twice adds nothing.
+            _insert(con, "llm_calls", calls, LLM_CALL_COLUMNS, or_ignore=True)
         result.llm_calls = len(calls)
-        con.execute("DELETE FROM agent_tool_calls WHERE run_id = ? AND batch_id = ?", [m.runId, m.batchId])
-        for t in art.tool_calls:
-            args = t.get("arguments")
-            con.execute(
-                'INSERT INTO agent_tool_calls (run_id, batch_id, seq, name, arguments, session_id, ok, result_chars, "at") '
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, TRY_CAST(? AS TIMESTAMPTZ))",
-                [m.runId, m.batchId, t.get("seq"), t.get("name"),
-                 args if isinstance(args, str) or args is None else json.dumps(args), t.get("session_id"),
-                 t.get("ok"), t.get("result_chars"), t.get("at")],
-            )
-        con.execute("DELETE FROM batches WHERE run_id = ? AND batch_id = ?", [m.runId, m.batchId])
+        con.execute("DELETE FROM agent_tool_calls WHERE run_id = ? AND batch_id = ?", [m.run_id, m.batch_id])
+        _insert(con, "agent_tool_calls", [t.db_row() for t in art.art.tool_calls], TOOL_CALL_COLUMNS)
+        con.execute("DELETE FROM batches WHERE run_id = ? AND batch_id = ?", [m.run_id, m.batch_id])
         con.execute(
             "INSERT INTO batches (run_id, batch_id, status, reason, sessions, started_at, finished_at, artifact_dir, details) "
-            "VALUES (?, ?, ?, ?, ?, TRY_CAST(? AS TIMESTAMPTZ), TRY_CAST(? AS TIMESTAMPTZ), ?, ?)",
-            [m.runId, m.batchId, result.status, result.reason, art.session_ids, art.run.get("startedAt"),
-             art.run.get("finishedAt"), str(art.path.absolute()), json.dumps(result.to_json())],
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [m.run_id, m.batch_id, result.status, result.reason, art.session_ids, run.started_at if run else None,
+             run.finished_at if run else None, str(art.path.absolute()), json.dumps(result.to_json())],
         )
         crash_point("apply:in-transaction")
         if result.status == "applied":
             # A refused or answerless artifact is not marked: applying it again says why again.
             con.execute(
                 "INSERT INTO applied_artifacts VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [art.artifact_id, m.runId, m.batchId, str(art.path.absolute()), result.status, now,
+                [art.artifact_id, m.run_id, m.batch_id, str(art.path.absolute()), result.status, now,
                  json.dumps(result.to_json())],
             )
         con.execute("COMMIT")

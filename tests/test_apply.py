@@ -239,3 +239,15 @@ def test_incomplete_artifact_is_a_usage_error(env) -> None:
     (art / "run.json").unlink()
     with pytest.raises(UsageError, match="did not finish"):
         apply.apply(art, db_file=env[1], corpus_dir=env[2])
+
+
+def test_malformed_tool_arguments_in_the_log_are_loaded(env) -> None:
+    _, wh, corpus = env
+    art = make(env, candidates=[A.candidate("pg-connection-refused", "Postgres refuses connections.")])
+    rows = [json.loads(line) for line in (art / "tool_calls.jsonl").read_text().splitlines()]
+    rows.append({**rows[0], "seq": 99, "name": "read_lines", "arguments": '{"sessionId": "x",', "session_id": None, "ok": False})
+    (art / "tool_calls.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert apply.apply(art, db_file=wh, corpus_dir=corpus).status == "applied"
+    with db.reading(wh) as con:
+        (args,) = con.execute("SELECT arguments FROM agent_tool_calls WHERE seq = 99").fetchall()[0]
+    assert json.loads(args) == '{"sessionId": "x",'
