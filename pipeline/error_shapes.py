@@ -169,9 +169,10 @@ def pattern_candidate(finding: PatternFinding, slugs: Mapping[str, str | None]) 
     quotes = {q for occ in finding.occurrences.values() for _, q in occ}
     # The shape is shown only when it differs from every quote: memory text never repeats a quote.
     show_shape = finding.shape not in quotes and bool(_PLACEHOLDER.search(finding.shape))
-    claim = f"Failed tool calls in {len(sessions)} sessions hit the same error ({finding.head})"
+    # The error's name leads, so the memory's file name (a slug of the claim) says what it is about.
+    claim = f"{finding.head} recurs in failed tool calls across {len(sessions)} sessions"
     if show_shape:
-        claim += f", shaped {_clip(finding.shape, 160)}"
+        claim += f", as {_clip(finding.shape, 160)}"
     claim = _clip(claim + ".", MAX_CLAIM_CHARS)
     places = "; ".join(
         f"{sid} line{'s' if len(occ) > 1 else ''} {', '.join(str(n) for n, _ in occ)}"
