@@ -238,6 +238,23 @@ def _papermill_cmd(b: BatchOutcome, engine: str, db_file: Path, opts: NightlyOpt
 
 def _run_batches(outcomes: list[BatchOutcome], engine: str, run_id: str, db_file: Path, opts: NightlyOptions,
                  lock: Any, say: Say) -> None:
+    if not outcomes:
+        return
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("batches", total=len(outcomes))
+            _run_batch_processes(outcomes, engine, run_id, db_file, opts, lock, bar.console.print,
+                                 lambda: bar.advance(task))
+    else:
+        _run_batch_processes(outcomes, engine, run_id, db_file, opts, lock, say, lambda: None)
+
+
+def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str, db_file: Path, opts: NightlyOptions,
+                         lock: Any, say: Say, advance: Callable[[], None]) -> None:
     queue = list(outcomes)
     running: dict[int, tuple[subprocess.Popen, BatchOutcome, float, Any]] = {}
     env = {**os.environ, "PIPELINE_RUN_ID": run_id, "PYTHONUNBUFFERED": "1"}
@@ -269,6 +286,7 @@ def _run_batches(outcomes: list[BatchOutcome], engine: str, run_id: str, db_file
                 lock.remove_group(pid)
                 del running[pid]
                 done += 1
+                advance()
                 b.seconds = round(elapsed, 2)
                 if code != 0 and not (b.folder / "run.json").exists():
                     b.status = "failed"

@@ -99,3 +99,19 @@ def test_python_dash_m_entry_point(ingested: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["total"] == 1
+
+
+def test_a_warehouse_held_by_another_process_is_named(ingested: Path, capsys) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); time.sleep(30)",
+         str(ingested)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        for argv in (["sessions"], ["ingest", str(ingested.parent / "t")]):
+            code = main([*argv, "--db", str(ingested)])
+            err = capsys.readouterr().err
+            assert code == 1, err
+            assert f"PID {holder.pid}" in err and "is in use by" in err and "Traceback" not in err
+    finally:
+        holder.kill()
+        holder.wait()
