@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from pydantic import ValidationError
 
 from pipeline.errors import PipelineError
 
@@ -32,7 +35,10 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {message}\n(see `{self.prog} --help`)\n")
+        hint = ""
+        if "required" in message or "unrecognized arguments" in message:
+            hint = "\n(an argument that starts with '-' goes after '--', e.g. pipeline search ID -- '-m pytest')"
+        self.exit(2, f"{self.prog}: error: {message}{hint}\n(see `{self.prog} --help`)\n")
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +49,16 @@ def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be 1 or more")
+    return value
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str))
     sys.stdout.write("\n")
@@ -50,10 +66,26 @@ def print_json(data: Any) -> None:
 
 def build_parser() -> Parser:
     parser = Parser(prog="pipeline", description="Agent transcripts → DuckDB warehouse → memory corpus; cache analytics.")
+    parser.add_argument("--db", dest="global_db", metavar="FILE", help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "value"
+        parts.append(f"{where.replace('_', '-')}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _fail(args: argparse.Namespace, message: str, code: int) -> int:
+    sys.stderr.write(f"pipeline {args.verb}: {message}\n")
+    if getattr(args, "json", False):
+        print_json({"error": message, "exitCode": code})
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,11 +94,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    if hasattr(args, "db") and args.db is None and args.global_db:
+        args.db = args.global_db
     try:
         result = args.func(args)
     except PipelineError as exc:
-        sys.stderr.write(f"pipeline {args.verb}: {exc}\n")
-        return exc.exit_code
+        return _fail(args, str(exc), exc.exit_code)
+    except ValidationError as exc:  # options checked by a pydantic model at the library boundary
+        return _fail(args, f"invalid option: {_validation_message(exc)}", 2)
+    except BrokenPipeError:
+        # the reader (`| head`) went away: stop quietly, as other Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(args, f"{where}{exc.strerror or exc}", 1)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130

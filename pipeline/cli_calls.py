@@ -55,7 +55,9 @@ def cmd_import_calls(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     sys.stderr.write(f"imported {report.summary()}\n")
     if report.rows and not report.good_rows:
-        sys.stderr.write(f"warning: no row of {report.file} could be read as {report.format}; is --format right?\n")
+        # Nothing usable came out of a non-empty file: a negative outcome, not a success.
+        sys.stderr.write(f"no row of {report.file} could be read as {report.format}; is --format right?\n")
+        return 1
     return 0
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pydantic import ValidationError
+
 from pipeline import db, pending
 from pipeline.artifact import Budgets
 from pipeline.cli import add_db, add_json, print_json
@@ -90,8 +92,10 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
             max_tool_calls=args.max_tool_calls, max_submits=args.max_submits,
             max_tokens=args.max_tokens, max_seconds=args.max_seconds,
         )
-    except ValueError as exc:
-        raise UsageError(f"bad budget: {exc}") from None
+    except ValidationError as exc:
+        from pipeline.cli import _validation_message
+
+        raise UsageError(f"bad budget: {_validation_message(exc)}") from None
     if args.max_retries < 0 or args.timeout <= 0:
         raise UsageError("--max-retries must be 0 or more and --timeout above 0")
     result = run_batch(

@@ -8,6 +8,7 @@ import sys
 from pipeline import apply as apply_mod
 from pipeline import config, db, review
 from pipeline.cli import add_db, add_json, print_json
+from pipeline.errors import UsageError
 
 
 def _add_corpus(p: argparse.ArgumentParser) -> None:
@@ -40,6 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    if not 0.0 <= args.confidence_floor <= 1.0:
+        raise UsageError(f"--confidence-floor {args.confidence_floor} must be between 0 and 1 (confidence is 0–1)")
     result = apply_mod.apply(args.artifact, db_file=args.db, corpus_dir=args.corpus,
                              confidence_floor=args.confidence_floor)
     if args.json:
@@ -49,9 +52,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
         if result.status == "already-applied":
             w(f"{args.artifact}: already applied ({result.artifact_id}); nothing to do\n")
         elif result.status == "applied":
+            t = result.tasks
             w(f"applied {result.batch_id}: {len(result.memories_written)} memories written, "
-              f"{len(result.memories_linked)} linked, tasks {result.tasks}, "
-              f"{len(result.watermarked)} sessions watermarked, corpus {config.corpus_path(args.corpus)}\n")
+              f"{len(result.memories_linked)} linked; tasks: {t.get('proposed', 0)} proposed, "
+              f"{t.get('closed', 0) + t.get('doneAtOnce', 0)} done, "
+              f"{t.get('droppedOther', 0) + t.get('droppedLowConfidence', 0)} dropped; "
+              f"{len(result.watermarked)} sessions watermarked; corpus {config.corpus_path(args.corpus)}\n")
             if result.named_not_touched:
                 w(f"not watermarked (named in readSessionIds but never searched or read): "
                   f"{', '.join(result.named_not_touched)}\n")
@@ -80,6 +86,8 @@ def cmd_memories(args: argparse.Namespace) -> int:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     if args.action == "list":
+        if args.task_id:
+            raise UsageError(f"unexpected {args.task_id!r}: use `pipeline tasks confirm ID` or `pipeline tasks reject ID`")
         entries = review.list_tasks(db_file=args.db, include_closed=args.all)
         if args.json:
             print_json(entries)
@@ -90,13 +98,13 @@ def cmd_tasks(args: argparse.Namespace) -> int:
             sys.stderr.write(f"{len(entries)} tasks\n")
         return 0
     if not args.task_id:
-        from pipeline.errors import UsageError
-
         raise UsageError(f"`pipeline tasks {args.action}` needs a task ID (see `pipeline tasks`)")
     entry = review.set_status(args.task_id, {"confirm": "confirmed", "reject": "rejected", "done": "done"}[args.action],
                               db_file=args.db, corpus_dir=args.corpus)
     if args.json:
         print_json(entry)
+    elif entry.get("unchanged"):
+        sys.stderr.write(f"{entry['id']} was already {entry['status']}; nothing changed\n")
     else:
         sys.stderr.write(f"{entry['id']} is now {entry['status']}: {entry['statement']}\n")
     return 0

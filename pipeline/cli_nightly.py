@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from pipeline import config, nightly
-from pipeline.cli import add_db, add_json, print_json
+from pipeline.cli import add_db, add_json, positive_int, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,14 +15,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="transcripts to ingest first (repeatable); without it, what is already in the warehouse")
     p.add_argument("--engine", choices=("auto", "rules", "openai"), default="auto",
                    help="auto: openai when OPENAI_API_KEY is set, else the offline rules engine")
-    p.add_argument("--parallel", type=int, default=2, metavar="N", help="batches run at once (default 2)")
+    p.add_argument("--parallel", type=positive_int, default=2, metavar="N", help="batches run at once (default 2)")
     p.add_argument("--date", metavar="YYYY-MM-DD", help="the night's date for the run folder (default today, UTC)")
     p.add_argument("--no-report", action="store_true", help="skip the cache analysis and the HTML report")
     p.add_argument("--model", help="openai engine: model (else PIPELINE_MODEL)")
     p.add_argument("--base-url", help="openai engine: endpoint (else OPENAI_BASE_URL)")
-    p.add_argument("--max-sessions", type=int, default=nightly.planner.MAX_SESSIONS, metavar="N",
+    p.add_argument("--max-sessions", type=positive_int, default=nightly.planner.MAX_SESSIONS, metavar="N",
                    help="sessions per batch at most (default %(default)s)")
-    p.add_argument("--max-bytes", type=int, default=nightly.planner.MAX_BYTES, metavar="B",
+    p.add_argument("--max-bytes", type=positive_int, default=nightly.planner.MAX_BYTES, metavar="B",
                    help="new transcript bytes per batch at most (default %(default)s)")
     for name in ("max-tool-calls", "max-submits", "max-tokens", "max-seconds"):
         p.add_argument(f"--{name}", type=float if name == "max-seconds" else int, metavar="N",

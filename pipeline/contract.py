@@ -537,5 +537,15 @@ def check_answer_file(
             f"{file} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
         ) from None
     batch = _batch_ids(session_ids)
+    if not batch:
+        raise UsageError("--sessions names no session: pass the batch's ids, comma-separated")
     with reading(db) as con:
-        return check_answer(data, batch, WarehouseQuotes(con))
+        quotes = WarehouseQuotes(con)
+        unknown = [s for s in batch if not quotes.session_exists(s)]
+        if unknown:
+            # The batch itself is part of the invocation: an id the warehouse lacks is a typo to fix.
+            raise UsageError(
+                f"--sessions names session(s) this warehouse does not have: {', '.join(unknown)}; "
+                "`pipeline sessions` lists them"
+            )
+        return check_answer(data, batch, quotes)

@@ -170,7 +170,8 @@ def pattern_candidate(finding: PatternFinding, slugs: Mapping[str, str | None]) 
     # The shape is shown only when it differs from every quote: memory text never repeats a quote.
     show_shape = finding.shape not in quotes and bool(_PLACEHOLDER.search(finding.shape))
     # The error's name leads, so the memory's file name (a slug of the claim) says what it is about.
-    claim = f"{finding.head} recurs in failed tool calls across {len(sessions)} sessions"
+    # No count in the claim: later nights link more sessions to the same memory, and a count would go stale.
+    claim = f"{finding.head} recurs in failed tool calls across sessions"
     if show_shape:
         claim += f", as {_clip(finding.shape, 160)}"
     claim = _clip(claim + ".", MAX_CLAIM_CHARS)

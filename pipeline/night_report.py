@@ -15,7 +15,6 @@ from typing import Any
 import polars as pl
 
 from pipeline import db, pending
-from pipeline.prices import DEFAULT_PRICES, price_for
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "night_report.ipynb"
@@ -24,6 +23,8 @@ NOTEBOOK = REPO / "notebooks" / "night_report.ipynb"
 def _cost(model: str | None, prompt: int | None, cached: int | None, completion: int | None) -> float | None:
     if not prompt and not completion:
         return 0.0
+    from pipeline.prices import DEFAULT_PRICES, price_for
+
     try:
         price = price_for(DEFAULT_PRICES.table("openai"), model)
     except Exception:  # an unknown model has no listed price: say so with a NULL, not a guess

@@ -114,8 +114,10 @@ def _stderr(msg: str) -> None:
 
 def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
     t0 = time.monotonic()
-    db_file = config.db_path(opts.db)
-    runs_root = config.runs_path(opts.runs)
+    # Batches run with the project as their working folder: every path they get must be absolute.
+    db_file = config.db_path(opts.db).absolute()
+    runs_root = config.runs_path(opts.runs).absolute()
+    opts = opts.model_copy(update={"corpus": str(config.corpus_path(opts.corpus).absolute())})
     engine, why = resolve_engine(opts.engine, api_key=os.environ.get("OPENAI_API_KEY"))
     day = opts.date or dt.datetime.now(dt.UTC).date().isoformat()
     try:

@@ -26,7 +26,7 @@ def list_tasks(*, db_file: str | Path | None = None, include_closed: bool = Fals
     return [
         {"id": r["task_id"], "status": r["status"], "statement": r["statement"], "actor": r["actor"],
          "dueHint": r["due_hint"], "session": r["session_id"], "confidence": r["confidence"],
-         "created": str(r["created_at"]) if r["created_at"] else None, "path": r["path"]}
+         "created": r["created_at"].date().isoformat() if r["created_at"] else None, "path": r["path"]}
         for r in rows.iter_rows(named=True)
     ]
 
@@ -43,7 +43,7 @@ def set_status(task_id: str, status: str, *, db_file: str | Path | None = None,
             raise UsageError(f"no task {task_id!r}; `pipeline tasks --all` lists them")
         path, doc = found[0]
         if doc.status == status:
-            return _entry(path, doc, corpus.root)
+            return {**_entry(path, doc, corpus.root), "unchanged": True}
         today = dt.date.today().isoformat()
         new = doc.model_copy(update={"status": status, "closed": today if status in ("rejected", "done") else None})
         taken = {p: d.id for p, d in tasks.load_all(corpus.root)}

@@ -149,3 +149,18 @@ def test_the_rules_answer_passes_check_answer(wh: Path, tmp_path: Path, capsys: 
     code = main(["check-answer", str(out / "answer.json"), "--sessions", A1, "--db", str(wh)])
     doc = json.loads(capsys.readouterr().out)
     assert code == 1 and all("not in this batch" in p["reason"] for p in doc["problems"])
+
+
+def test_sessions_flag_naming_unknown_or_no_session_is_a_usage_error(tmp_path, capsys) -> None:
+    from pipeline import db, ingest
+    from pipeline.cli import main
+    from tests.conftest import SAMPLES
+
+    wh = tmp_path / "w.duckdb"
+    with db.writing(wh) as con:
+        ingest.ingest(con, [SAMPLES])
+    answer = tmp_path / "a.json"
+    answer.write_text('{"candidates": [], "commitments": [], "readSessionIds": []}')
+    assert main(["check-answer", str(answer), "--sessions", "no-such-session", "--db", str(wh)]) == 2
+    assert "does not have: no-such-session" in capsys.readouterr().err
+    assert main(["check-answer", str(answer), "--sessions", "", "--db", str(wh)]) == 2

@@ -462,8 +462,8 @@ def test_cli_db_anywhere_before_double_dash(db_path: Path, capsys) -> None:
         assert sums(con, "import:r") == (2, 10400, 9088, None, 420)
 
 
-def test_cli_every_row_bad_still_exits_0_with_a_warning(db_path: Path, capsys) -> None:
-    assert main(["import-calls", str(DATA / "deepseek.jsonl"), "--format", "anthropic", "--db", str(db_path)]) == 0
+def test_cli_every_row_bad_is_a_negative_outcome(db_path: Path, capsys) -> None:
+    assert main(["import-calls", str(DATA / "deepseek.jsonl"), "--format", "anthropic", "--db", str(db_path)]) == 1
     assert "is --format right?" in capsys.readouterr().err
 
 
