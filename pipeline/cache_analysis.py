@@ -1,0 +1,594 @@
+"""Why prompt caches hit or miss, from an LLM call log alone, and what date anchoring changed.
+
+Input: ``llm_calls`` rows from any source (a warehouse, a Parquet or JSONL file). Every step is
+polars; the per-call work is one lazy pass (sort by session and time, look at the previous call of
+the same session), the rest are group-bys over the classified frame.
+
+Classification (never reads ``true_cause``)
+    For each call, in order:
+
+    1. ``cold_start``: the first call of its session;
+    2. ``ttl_expiry``: more than ``ttl_seconds`` since the session's previous call;
+    3. ``hit``: the call read at least :data:`HIT_SHARE` of the previous call's prompt from the
+       cache (``cached_tokens >= HIT_SHARE * previous prompt_tokens``). A continuation normally
+       reads back the whole previous prompt (share ≈ 1; OpenAI's 128-token steps cost a few
+       percent); a rewrite reads at most the part before the change, which for a date change or a
+       compaction is a small fraction of a long history. 0.8 sits between the two;
+    4. ``date_change``: a miss whose local date (in ``tz``) differs from the previous call's, or
+       whose ``changed_sections`` names the ``current-date`` section;
+    5. ``prefix_change``: any other miss.
+
+Groups for the effect of anchoring
+    *Crossing* calls are the first call of a session after midnight (in ``tz``) whose previous
+    call is within the TTL. *Other* calls are the remaining within-TTL continuations. Days before
+    the cutover date are *before*, days after it are *after*; the cutover day itself is left out
+    (the deploy rewrites every live session's cache once that day).
+
+    effect = (share_after − share_before)[crossing] − (share_after − share_before)[other]
+
+    on token-weighted cached shares (Σ cached / Σ prompt): a difference-in-differences, positive
+    when anchoring helped. Its 95 % interval is a percentile bootstrap that resamples whole
+    sessions with replacement.
+
+Cost of misses
+    At the provider's prices (:mod:`pipeline.prices`): ``spend`` is uncached input
+    (prompt − cached − written) at the input price plus written tokens at the write price (5-minute
+    price, or 1-hour price when ``ttl_seconds`` > 300). ``lost`` is, for a miss, the part of the
+    previous prompt it had to send again, priced at what re-sending cost minus what reading it from
+    the cache would have cost: the money the miss threw away.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.errors import UsageError
+from pipeline.prices import PriceBook, load_prices, price_for
+
+__all__ = [
+    "CAUSES",
+    "DATE_SECTION",
+    "HIT_SHARE",
+    "AnalysisConfig",
+    "CacheReport",
+    "Effect",
+    "agreement",
+    "analyze",
+    "cache_cliffs",
+    "cause_table",
+    "classify",
+    "cost_by_cause",
+    "daily_rates",
+    "did_effect",
+    "group_rates",
+    "load_calls",
+]
+
+HIT_SHARE = 0.8
+DATE_SECTION = "current-date"
+CAUSES: tuple[str, ...] = ("hit", "cold_start", "ttl_expiry", "date_change", "prefix_change")
+_COLUMNS = (
+    "call_id", "source", "session_id", "at", "model", "prompt_tokens", "cached_tokens",
+    "cache_write_tokens", "changed_sections", "true_cause",
+)
+_CELLS = (("crossing", "before"), ("crossing", "after"), ("other", "before"), ("other", "after"))
+
+
+class AnalysisConfig(BaseModel):
+    """Inputs of one analysis (defaults as INTERFACES.md fixes them for ``cache-report``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cutover: dt.date
+    tz: str = "UTC"
+    ttl_seconds: int = Field(300, gt=0)
+    provider: str = "anthropic"
+    source: str | None = None
+    hit_share: float = Field(HIT_SHARE, gt=0, le=1)
+    bootstrap: int = Field(1000, ge=0, le=100_000)
+    confidence: float = Field(0.95, gt=0, lt=1)
+    seed: int = 0
+
+
+class Effect(BaseModel):
+    """Difference-in-differences of cached shares with a session-bootstrap interval."""
+
+    estimate: float | None
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+    bootstrap: int
+    weighting: str
+    sessions: int
+    calls: dict[str, int]
+    shares: dict[str, float | None]
+    share_ci: dict[str, tuple[float, float] | None] = Field(
+        default_factory=dict, description="bootstrap interval of each cell's cached share"
+    )
+
+
+class CacheReport(BaseModel):
+    """What ``pipeline cache-report --json`` prints and the notebook writes as metrics."""
+
+    inputs: dict[str, Any]
+    calls: int
+    sessions: int
+    effect: Effect
+    effect_requests: Effect
+    rates: dict[str, Any]
+    causes: dict[str, dict[str, Any]]
+    cost: dict[str, Any]
+    agreement: dict[str, Any] | None = None
+    simulation: dict[str, Any] | None = None
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_calls(*, db: str | Path | None = None, calls: str | Path | None = None, source: str | None = None) -> pl.LazyFrame:
+    """llm_calls rows as a LazyFrame, from a Parquet/JSONL file (``calls``) or the warehouse (``db``).
+
+    The warehouse is opened read-only and closed before this returns; only the columns the
+    analysis uses are read.
+    """
+    if db is not None and calls is not None:
+        raise UsageError("give either --db or --calls, not both")
+    if calls is not None:
+        frame = _scan_file(Path(calls))
+    else:
+        frame = _read_warehouse(db, source)
+    if source is not None:
+        frame = frame.filter(pl.col("source") == source)
+    return frame
+
+
+def _scan_file(path: Path) -> pl.LazyFrame:
+    if not path.is_file():
+        raise UsageError(f"no calls file at {path}; pass a Parquet or JSONL file of llm_calls rows")
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        frame = pl.scan_ndjson(path, infer_schema_length=None)
+    elif suffix in (".parquet", ".pq"):
+        frame = pl.scan_parquet(path)
+    else:
+        raise UsageError(f"{path}: unknown calls format {suffix!r}; use .parquet or .jsonl")
+    names = frame.collect_schema().names()
+    missing = [c for c in ("session_id", "at", "prompt_tokens", "cached_tokens") if c not in names]
+    if missing:
+        raise UsageError(f"{path} lacks the llm_calls column(s) {', '.join(missing)}")
+    return _normalize(frame, names)
+
+
+def _read_warehouse(db: str | Path | None, source: str | None) -> pl.LazyFrame:
+    from pipeline import db as warehouse
+
+    cols = ", ".join(f'"{c}"' for c in _COLUMNS)
+    with warehouse.reading(db) as con:
+        frame = warehouse.frame(
+            con, f"SELECT {cols} FROM llm_calls WHERE (?::VARCHAR IS NULL OR source = ?)", [source, source]
+        )
+    return _normalize(frame.lazy(), frame.columns)
+
+
+def _normalize(frame: pl.LazyFrame, names: list[str]) -> pl.LazyFrame:
+    """Bring any llm_calls-shaped input to the types the analysis expects."""
+    schema = frame.collect_schema()
+    exprs: list[pl.Expr] = []
+    for name in _COLUMNS:
+        if name not in names:
+            dtype = pl.List(pl.String) if name == "changed_sections" else pl.String if name not in (
+                "prompt_tokens", "cached_tokens", "cache_write_tokens") else pl.Int64
+            exprs.append(pl.lit(None, dtype=dtype).alias(name))
+    at_type = schema["at"]
+    if at_type == pl.String:
+        at = pl.col("at").str.to_datetime(time_zone="UTC", time_unit="us")
+    elif isinstance(at_type, pl.Datetime) and at_type.time_zone is None:
+        at = pl.col("at").dt.replace_time_zone("UTC")
+    else:
+        at = pl.col("at").dt.convert_time_zone("UTC")
+    exprs.append(at.alias("at"))
+    for name in ("prompt_tokens", "cached_tokens", "cache_write_tokens"):
+        if name in names:
+            exprs.append(pl.col(name).cast(pl.Int64))
+    if "changed_sections" in names and schema["changed_sections"] != pl.List(pl.String):
+        exprs.append(pl.col("changed_sections").cast(pl.List(pl.String)))
+    return frame.with_columns(exprs).select(_COLUMNS)
+
+
+# --------------------------------------------------------------------------- classification
+
+
+def classify(
+    calls: pl.LazyFrame | pl.DataFrame,
+    *,
+    cutover: dt.date | None = None,
+    tz: str = "UTC",
+    ttl_seconds: int = 300,
+    hit_share: float = HIT_SHARE,
+) -> pl.LazyFrame:
+    """Add per-call columns: ``local_date``, ``gap_s``, ``prev_prompt``, ``crossing``,
+    ``continuation`` (within TTL), ``share`` (cached / prompt), ``miss``, ``cause`` and, when a
+    cutover is given, ``period`` (before | cutover | after)."""
+    # Only what the analysis needs, in compact types: the changed-sections list becomes one flag and
+    # repeated strings become categoricals, which keeps 10 M calls well inside memory.
+    lf = calls.lazy().select(
+        "call_id",
+        "session_id",
+        "at",
+        "prompt_tokens",
+        "cached_tokens",
+        "cache_write_tokens",
+        pl.col("model").cast(pl.Categorical),
+        pl.col("source").cast(pl.Categorical),
+        pl.col("true_cause").cast(pl.Categorical),
+        pl.col("changed_sections").list.contains(DATE_SECTION).fill_null(False).alias("date_named"),
+    )
+    # Sorted by session then time, the previous call of a session is simply the previous row when
+    # the session id matches: cheaper than a window over 10 M rows. The call id breaks ties, so
+    # the result does not depend on the order rows arrive in.
+    lf = lf.sort(["session_id", "at", "call_id"], nulls_last=True).drop("call_id")
+    same = pl.col("session_id") == pl.col("session_id").shift(1)
+    local = pl.col("at").dt.convert_time_zone(tz).dt.date()
+    cached = pl.col("cached_tokens").fill_null(0)
+    lf = lf.with_columns(
+        local.alias("local_date"),
+        pl.when(same).then(pl.col("at").shift(1)).alias("prev_at"),
+        pl.when(same).then(pl.col("prompt_tokens").shift(1)).alias("prev_prompt"),
+        pl.when(same).then(local.shift(1)).alias("prev_date"),
+    )
+    lf = lf.with_columns(
+        ((pl.col("at") - pl.col("prev_at")).dt.total_microseconds() / 1e6).alias("gap_s"),
+    )
+    first = pl.col("prev_at").is_null()
+    continuation = ~first & (pl.col("gap_s") <= ttl_seconds)
+    miss = cached < pl.col("prev_prompt").fill_null(0) * hit_share
+    date_named = pl.col("date_named")
+    date_moved = pl.col("local_date") != pl.col("prev_date")
+    lf = lf.with_columns(
+        continuation.alias("continuation"),
+        (continuation & date_moved).alias("crossing"),
+        (cached / pl.col("prompt_tokens")).fill_nan(None).alias("share"),
+        miss.alias("miss"),
+        pl.when(first).then(pl.lit("cold_start"))
+        .when(pl.col("gap_s") > ttl_seconds).then(pl.lit("ttl_expiry"))
+        .when(~miss).then(pl.lit("hit"))
+        .when(date_moved | date_named).then(pl.lit("date_change"))
+        .otherwise(pl.lit("prefix_change"))
+        .cast(pl.Enum(CAUSES))
+        .alias("cause"),
+    ).drop("prev_at", "prev_date")
+    if cutover is not None:
+        lf = lf.with_columns(
+            pl.when(pl.col("local_date") < cutover).then(pl.lit("before"))
+            .when(pl.col("local_date") > cutover).then(pl.lit("after"))
+            .otherwise(pl.lit("cutover"))
+            .cast(pl.Enum(("before", "cutover", "after")))
+            .alias("period")
+        )
+    return lf
+
+
+# --------------------------------------------------------------------------- rates
+
+
+def _stats(frame: pl.DataFrame | pl.LazyFrame, by: list[str] | None = None) -> pl.DataFrame:
+    aggs = [
+        pl.len().alias("calls"),
+        pl.col("session_id").n_unique().alias("sessions"),
+        pl.col("prompt_tokens").sum().alias("prompt_tokens"),
+        pl.col("cached_tokens").fill_null(0).sum().alias("cached_tokens"),
+        (pl.col("cached_tokens").fill_null(0).sum() / pl.col("prompt_tokens").sum()).alias("token_share"),
+        pl.col("share").mean().alias("request_share"),
+        (pl.col("cause") == "hit").mean().alias("hit_rate"),
+    ]
+    lf = frame.lazy()
+    out = lf.group_by(by).agg(aggs).sort(by) if by else lf.select(aggs)
+    return out.collect()
+
+
+def _records(frame: pl.DataFrame) -> dict[str, Any]:
+    row = frame.row(0, named=True) if frame.height else {}
+    return {k: _clean(v) for k, v in row.items()}
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def group_rates(classified: pl.DataFrame) -> dict[str, Any]:
+    """Rates overall, by period, and for crossing vs other continuations before and after."""
+    out: dict[str, Any] = {"overall": _records(_stats(classified))}
+    by_period = _stats(classified, ["period"])
+    out["by_period"] = {r["period"]: {k: _clean(v) for k, v in r.items() if k != "period"} for r in by_period.iter_rows(named=True)}
+    groups = _stats(
+        classified.filter(pl.col("continuation") & pl.col("period").is_in(["before", "after"])).with_columns(
+            pl.when(pl.col("crossing")).then(pl.lit("crossing")).otherwise(pl.lit("other")).alias("group")
+        ),
+        ["group", "period"],
+    )
+    cells: dict[str, dict[str, Any]] = {"crossing": {}, "other": {}}
+    for r in groups.iter_rows(named=True):
+        cells[r["group"]][r["period"]] = {k: _clean(v) for k, v in r.items() if k not in ("group", "period")}
+    out["groups"] = cells
+    return out
+
+
+def daily_rates(classified: pl.DataFrame) -> pl.DataFrame:
+    """Per local day: calls, token-weighted and request-weighted cached share, hit rate."""
+    return _stats(classified, ["local_date"])
+
+
+def cause_table(classified: pl.DataFrame) -> dict[str, dict[str, Any]]:
+    stats = _stats(classified, ["cause"])
+    total = classified.height or 1
+    out: dict[str, dict[str, Any]] = {}
+    for cause in CAUSES:
+        match = stats.filter(pl.col("cause") == cause)
+        row = _records(match) if match.height else {"calls": 0, "sessions": 0, "prompt_tokens": 0, "cached_tokens": 0}
+        row.pop("cause", None)
+        row["share_of_calls"] = row["calls"] / total
+        out[cause] = row
+    return out
+
+
+# --------------------------------------------------------------------------- effect
+
+
+def _session_cells(classified: pl.DataFrame) -> np.ndarray:
+    """Per session and cell: Σ cached, Σ prompt, Σ per-call share, call count (n_sessions × 4 × 4)."""
+    cell = (
+        pl.when(pl.col("crossing")).then(pl.lit(0)).otherwise(pl.lit(2))
+        + pl.when(pl.col("period") == "after").then(pl.lit(1)).otherwise(pl.lit(0))
+    ).alias("cell")
+    sub = classified.lazy().filter(pl.col("continuation") & pl.col("period").is_in(["before", "after"]))
+    agg = (
+        sub.with_columns(cell)
+        .group_by(["session_id", "cell"])
+        .agg(
+            pl.col("cached_tokens").fill_null(0).sum().cast(pl.Float64).alias("cached"),
+            pl.col("prompt_tokens").sum().cast(pl.Float64).alias("prompt"),
+            pl.col("share").fill_null(0).sum().alias("share_sum"),
+            pl.len().cast(pl.Float64).alias("n"),
+        )
+        .with_columns(pl.col("session_id").rank("dense").cast(pl.Int64).sub(1).alias("sid"))
+        .collect()
+    )
+    n_active = int(agg["sid"].max() + 1) if agg.height else 0
+    values = np.zeros((n_active, 4, 4))
+    if agg.height:
+        sid = agg["sid"].to_numpy()
+        cells = agg["cell"].to_numpy()
+        for j, name in enumerate(("cached", "prompt", "share_sum", "n")):
+            values[sid, cells, j] = agg[name].to_numpy()
+    return values
+
+
+def _did(totals: np.ndarray, numerator: int, denominator: int) -> np.ndarray:
+    """DiD over the last two axes of ``totals`` (..., 4 cells, 4 sums); NaN where a cell is empty."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = totals[..., numerator] / totals[..., denominator]
+    return (share[..., 1] - share[..., 0]) - (share[..., 3] - share[..., 2])
+
+
+def did_effect(
+    classified: pl.DataFrame,
+    *,
+    bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[Effect, Effect]:
+    """Token-weighted and request-weighted difference-in-differences with session-bootstrap CIs."""
+    values = _session_cells(classified)
+    totals = values.sum(axis=0)
+    counts = {f"{g}_{p}": int(totals[i, 3]) for i, (g, p) in enumerate(_CELLS)}
+    results: list[Effect] = []
+    replicates = _bootstrap_totals(values, bootstrap, seed) if bootstrap and values.shape[0] else None
+    alpha = (1 - confidence) / 2
+    for weighting, num, den in (("tokens", 0, 1), ("requests", 2, 3)):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shares = totals[:, num] / totals[:, den]
+        estimate = float(_did(totals, num, den))
+        ci_low = ci_high = None
+        share_ci: dict[str, tuple[float, float] | None] = {}
+        if replicates is not None:
+            if math.isfinite(estimate):
+                draws = _did(replicates, num, den)
+                draws = draws[np.isfinite(draws)]
+                if draws.size:
+                    ci_low, ci_high = (float(x) for x in np.quantile(draws, [alpha, 1 - alpha]))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cell_draws = replicates[..., num] / replicates[..., den]
+            for i, (g, p) in enumerate(_CELLS):
+                finite = cell_draws[:, i][np.isfinite(cell_draws[:, i])]
+                share_ci[f"{g}_{p}"] = (
+                    (float(np.quantile(finite, alpha)), float(np.quantile(finite, 1 - alpha))) if finite.size else None
+                )
+        results.append(
+            Effect(
+                estimate=estimate if math.isfinite(estimate) else None,
+                ci_low=ci_low,
+                ci_high=ci_high,
+                confidence=confidence,
+                bootstrap=bootstrap,
+                weighting=weighting,
+                sessions=values.shape[0],
+                calls=counts,
+                shares={f"{g}_{p}": (float(s) if math.isfinite(s) else None) for (g, p), s in zip(_CELLS, shares, strict=True)},
+                share_ci=share_ci,
+            )
+        )
+    return results[0], results[1]
+
+
+def _bootstrap_totals(values: np.ndarray, replicates: int, seed: int) -> np.ndarray:
+    """Cell totals of ``replicates`` resamples of whole sessions (with replacement)."""
+    n = values.shape[0]
+    flat = values.reshape(n, -1)
+    rng = np.random.default_rng(seed)
+    out = np.empty((replicates, flat.shape[1]))
+    # Chunks keep the count matrix near 64 MB whatever the number of sessions.
+    chunk = max(1, min(replicates, 8_000_000 // max(n, 1)))
+    for start in range(0, replicates, chunk):
+        stop = min(replicates, start + chunk)
+        weights = np.empty((stop - start, n))
+        for r in range(stop - start):
+            weights[r] = np.bincount(rng.integers(0, n, size=n), minlength=n)
+        out[start:stop] = weights @ flat
+    return out.reshape(replicates, *values.shape[1:])
+
+
+# --------------------------------------------------------------------------- cost, agreement, cliffs
+
+
+def cost_by_cause(
+    classified: pl.DataFrame, *, provider: str = "anthropic", ttl_seconds: int = 300, prices: PriceBook | None = None
+) -> dict[str, Any]:
+    """What each cause cost at the provider's prices (USD).
+
+    ``spend_usd``: uncached input at the input price plus written tokens at the write price.
+    ``lost_usd`` (misses only): the tokens of the previous prompt that this call did not read back
+    (``min(previous prompt, prompt) − cached``), priced as what re-sending them cost (write price
+    when the provider reports writes, else input price) minus what reading them would have cost.
+    """
+    table = (prices or load_prices()).table(provider)
+    models = [m for m in classified.select(pl.col("model").unique()).to_series().to_list()]
+    price_rows = []
+    for model in models:
+        p = price_for(table, model)
+        price_rows.append({"model": model, "p_in": p.input, "p_write": p.write_price(ttl_seconds), "p_read": p.cache_read})
+    price_frame = pl.DataFrame(
+        price_rows, schema={"model": pl.String, "p_in": pl.Float64, "p_write": pl.Float64, "p_read": pl.Float64}
+    ).with_columns(pl.col("model").cast(classified.schema["model"]))
+    write = pl.col("cache_write_tokens").fill_null(0)
+    cached = pl.col("cached_tokens").fill_null(0)
+    uncached = (pl.col("prompt_tokens") - cached - write).clip(lower_bound=0)
+    resent = pl.when(pl.col("cause").is_in(["hit", "cold_start"])).then(0).otherwise(
+        (pl.min_horizontal("prev_prompt", "prompt_tokens") - cached).clip(lower_bound=0).fill_null(0)
+    )
+    resend_price = pl.when(pl.col("cache_write_tokens").is_not_null()).then(pl.col("p_write")).otherwise(pl.col("p_in"))
+    per_call = classified.lazy().join(price_frame.lazy(), on="model", how="left", nulls_equal=True).with_columns(
+        uncached.alias("uncached"),
+        write.alias("written"),
+        ((uncached * pl.col("p_in") + write * pl.col("p_write")) / 1e6).alias("spend"),
+        resent.alias("resent"),
+        (resent * (resend_price - pl.col("p_read")) / 1e6).alias("lost"),
+    )
+    stats = (
+        per_call.group_by("cause")
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("uncached").sum().alias("uncached_tokens"),
+            pl.col("written").sum().alias("write_tokens"),
+            pl.col("spend").sum().alias("spend_usd"),
+            pl.col("resent").sum().alias("resent_tokens"),
+            pl.col("lost").sum().alias("lost_usd"),
+        )
+        .with_columns(pl.col("cause").cast(pl.String))
+        .collect()
+    )
+    empty = {"calls": 0, "uncached_tokens": 0, "write_tokens": 0, "spend_usd": 0.0, "resent_tokens": 0, "lost_usd": 0.0}
+    by_cause: dict[str, dict[str, Any]] = {}
+    for cause in CAUSES:
+        match = stats.filter(pl.col("cause") == cause)
+        row = _records(match) if match.height else dict(empty)
+        row.pop("cause", None)
+        by_cause[cause] = row
+    misses = [c for c in CAUSES if c != "hit"]
+    listed = {m: price_for(table, m).model_dump() for m in models if m is not None}
+    return {
+        "currency": "USD",
+        "provider": provider,
+        "write_price": "1h" if ttl_seconds > 300 else "5m",
+        "prices": listed or {table.default_model: table.models[table.default_model].model_dump()},
+        "by_cause": by_cause,
+        "misses_spend_usd": sum(by_cause[c]["spend_usd"] or 0.0 for c in misses),
+        "misses_lost_usd": sum(by_cause[c]["lost_usd"] or 0.0 for c in misses),
+    }
+
+
+def agreement(classified: pl.DataFrame) -> dict[str, Any] | None:
+    """Share of calls whose classification equals ``true_cause`` (simulated rows), with a confusion table."""
+    known = classified.lazy().filter(pl.col("true_cause").is_not_null())
+    confusion = (
+        known.group_by(["true_cause", "cause"])
+        .agg(pl.len().alias("n"))
+        .with_columns(pl.col("true_cause").cast(pl.String), pl.col("cause").cast(pl.String))
+        .collect()
+    )
+    total = int(confusion["n"].sum()) if confusion.height else 0
+    if not total:
+        return None
+    agree = int(confusion.filter(pl.col("true_cause") == pl.col("cause"))["n"].sum())
+    table: dict[str, dict[str, int]] = {}
+    for r in confusion.sort(["true_cause", "cause"]).iter_rows(named=True):
+        table.setdefault(r["true_cause"], {})[r["cause"]] = int(r["n"])
+    return {"rate": agree / total, "calls": total, "agree": agree, "confusion": table}
+
+
+def cache_cliffs(classified: pl.DataFrame, top: int = 10) -> pl.DataFrame:
+    """Sessions with the largest single drop: previous prompt minus what this call read back (misses only)."""
+    drops = classified.lazy().filter(pl.col("miss") & pl.col("prev_prompt").is_not_null()).with_columns(
+        (pl.col("prev_prompt") - pl.col("cached_tokens").fill_null(0)).alias("drop_tokens")
+    )
+    per_session = classified.lazy().group_by("session_id").agg(
+        pl.len().alias("session_calls"), (pl.col("cause") != "hit").sum().alias("session_misses")
+    )
+    return (
+        drops.sort("drop_tokens", descending=True)
+        .group_by("session_id", maintain_order=True)
+        .first()
+        .join(per_session, on="session_id", how="left")
+        .sort(["drop_tokens", "session_id"], descending=[True, False])
+        .head(top)
+        .select(
+            "session_id", "source", "at", "cause", "prev_prompt", "cached_tokens", "drop_tokens",
+            "gap_s", "session_calls", "session_misses",
+        )
+        .collect()
+    )
+
+
+# --------------------------------------------------------------------------- all at once
+
+
+def analyze(
+    calls: pl.LazyFrame | pl.DataFrame,
+    config: AnalysisConfig,
+    *,
+    prices: PriceBook | None = None,
+    inputs: dict[str, Any] | None = None,
+) -> tuple[CacheReport, pl.DataFrame]:
+    """Classify once, then compute every figure of the report; returns the report and the classified frame."""
+    lf = calls.lazy()
+    if config.source is not None:
+        lf = lf.filter(pl.col("source") == config.source)
+    classified = classify(
+        lf, cutover=config.cutover, tz=config.tz, ttl_seconds=config.ttl_seconds, hit_share=config.hit_share
+    ).collect()
+    if classified.height == 0:
+        which = f" from source {config.source!r}" if config.source else ""
+        raise UsageError(f"no llm_calls rows{which} to analyse; check --source, or ingest or simulate some calls first")
+    effect, effect_requests = did_effect(
+        classified, bootstrap=config.bootstrap, confidence=config.confidence, seed=config.seed
+    )
+    report = CacheReport(
+        inputs={**(inputs or {}), **config.model_dump(mode="json")},
+        calls=classified.height,
+        sessions=classified["session_id"].n_unique(),
+        effect=effect,
+        effect_requests=effect_requests,
+        rates=group_rates(classified),
+        causes=cause_table(classified),
+        cost=cost_by_cause(classified, provider=config.provider, ttl_seconds=config.ttl_seconds, prices=prices),
+        agreement=agreement(classified),
+    )
+    return report, classified

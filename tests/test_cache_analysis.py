@@ -1,0 +1,334 @@
+"""Cache analysis: classification from the log alone, rates, the difference-in-differences and its
+bootstrap interval, costs, the `cache-report` verb, and acceptance against the simulator's truth."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline import db
+from pipeline.cache_analysis import (
+    CAUSES,
+    HIT_SHARE,
+    AnalysisConfig,
+    analyze,
+    cache_cliffs,
+    classify,
+    cost_by_cause,
+    daily_rates,
+    load_calls,
+)
+from pipeline.cli import main
+from pipeline.workload import CALLS_SCHEMA, WorkloadConfig, simulate, write_calls
+
+T0 = dt.datetime(2026, 10, 12, 23, 50, tzinfo=dt.UTC)
+
+
+def _calls(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """llm_calls rows from short dicts: session, seconds after T0, prompt, cached, [changed]."""
+    data = []
+    for i, r in enumerate(rows):
+        data.append({
+            "call_id": f"c{i:04d}",
+            "source": r.get("source", "simulated"),
+            "session_id": r["s"],
+            "at": T0 + dt.timedelta(seconds=r["t"]),
+            "model": r.get("model", "claude-sonnet-4-5"),
+            "prompt_tokens": r["p"],
+            "cached_tokens": r["c"],
+            "cache_write_tokens": r.get("w", r["p"] - r["c"]),
+            "completion_tokens": 10,
+            "latency_ms": 100.0,
+            "run_id": None, "batch_id": None, "system_fp": None, "tools_fp": None, "prefix_fp": None,
+            "changed_sections": r.get("changed"),
+            "true_cause": r.get("truth"),
+            "line_no": None, "origin": None,
+        })
+    return pl.DataFrame(data, schema=CALLS_SCHEMA)
+
+
+def _causes(rows: list[dict[str, Any]], **kw: Any) -> list[str]:
+    out = classify(_calls(rows), **kw).collect()
+    return out.sort("at")["cause"].cast(pl.String).to_list()
+
+
+# --------------------------------------------------------------------------- classification
+
+
+def test_each_cause_from_the_log() -> None:
+    rows = [
+        {"s": "a", "t": 0, "p": 10_000, "c": 0},  # first call of the session
+        {"s": "a", "t": 60, "p": 11_000, "c": 10_000},  # reads the whole previous prompt
+        {"s": "a", "t": 200, "p": 12_000, "c": 0},  # 23:53:20, same day, nothing read: other prefix change
+        {"s": "a", "t": 650, "p": 13_000, "c": 0},  # 00:00:50, 450 s later: past the TTL
+        {"s": "a", "t": 700, "p": 14_000, "c": 13_000},
+        {"s": "a", "t": 800, "p": 15_000, "c": 2_000, "changed": ["current-date"]},  # names the date section
+    ]
+    assert _causes(rows) == ["cold_start", "hit", "prefix_change", "ttl_expiry", "hit", "date_change"]
+
+
+def test_date_change_needs_a_new_local_day_within_the_ttl() -> None:
+    rows = [
+        {"s": "a", "t": 0, "p": 10_000, "c": 0},  # 23:50 UTC
+        {"s": "a", "t": 240, "p": 11_000, "c": 10_000},  # 23:54
+        {"s": "a", "t": 480, "p": 12_000, "c": 0},  # 23:58, still the same day
+        {"s": "a", "t": 720, "p": 13_000, "c": 0},  # 00:02 the next day: the first call after midnight
+    ]
+    assert _causes(rows) == ["cold_start", "hit", "prefix_change", "date_change"]
+    # In Shanghai (UTC+8) the same calls are at 07:50..08:02: no midnight, so no date change.
+    assert _causes(rows, tz="Asia/Shanghai") == ["cold_start", "hit", "prefix_change", "prefix_change"]
+    crossing = classify(_calls(rows)).collect().sort("at")["crossing"].to_list()
+    assert crossing == [False, False, False, True]
+
+
+def test_miss_threshold_is_a_share_of_the_previous_prompt() -> None:
+    at_threshold = int(HIT_SHARE * 10_000)
+    rows = [
+        {"s": "a", "t": 0, "p": 10_000, "c": 0},
+        {"s": "a", "t": 10, "p": 10_500, "c": at_threshold},  # exactly the threshold: a hit
+        {"s": "b", "t": 0, "p": 10_000, "c": 0},
+        {"s": "b", "t": 10, "p": 10_500, "c": at_threshold - 1},  # just below: a miss
+        # A short prompt after a long one (compaction): reading the system prompt back is still a miss.
+        {"s": "c", "t": 0, "p": 60_000, "c": 55_000},
+        {"s": "c", "t": 10, "p": 9_000, "c": 7_000},
+    ]
+    out = classify(_calls(rows)).collect().sort(["session_id", "at"])
+    assert out["cause"].cast(pl.String).to_list() == ["cold_start", "hit", "cold_start", "prefix_change", "cold_start", "prefix_change"]
+
+
+def test_unknown_cached_tokens_count_as_nothing_read() -> None:
+    frame = _calls([{"s": "a", "t": 0, "p": 5000, "c": 0}, {"s": "a", "t": 10, "p": 6000, "c": 0}])
+    frame = frame.with_columns(pl.lit(None, pl.Int64).alias("cached_tokens"))
+    assert classify(frame).collect()["cause"].cast(pl.String).to_list() == ["cold_start", "prefix_change"]
+
+
+_session_rows = st.lists(
+    st.tuples(st.sampled_from("abc"), st.integers(0, 3 * 86400), st.integers(1, 50_000), st.floats(0, 1),
+              st.booleans()),
+    min_size=1, max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_session_rows, st.sampled_from([60, 300, 3600]), st.sampled_from(["UTC", "Asia/Shanghai", "America/New_York"]))
+def test_property_classification_invariants(raw: list[tuple[str, int, int, float, bool]], ttl: int, tz: str) -> None:
+    rows = [
+        {"s": s, "t": t, "p": p, "c": int(p * share), "changed": ["current-date"] if named else []}
+        for s, t, p, share, named in raw
+    ]
+    frame = _calls(rows)
+    out = classify(frame, tz=tz, ttl_seconds=ttl).collect()
+    shuffled = classify(frame.sample(fraction=1.0, shuffle=True, seed=1), tz=tz, ttl_seconds=ttl).collect()
+    assert out.select("session_id", "at", "cause").sort(["session_id", "at", "cause"]).equals(
+        shuffled.select("session_id", "at", "cause").sort(["session_id", "at", "cause"])
+    )
+    for r in out.iter_rows(named=True):
+        assert r["cause"] in CAUSES
+        if r["gap_s"] is None:
+            assert r["cause"] == "cold_start"
+        elif r["gap_s"] > ttl:
+            assert r["cause"] == "ttl_expiry" and not r["crossing"]
+        elif r["cached_tokens"] >= HIT_SHARE * r["prev_prompt"]:
+            assert r["cause"] == "hit"
+        else:
+            assert r["cause"] in ("date_change", "prefix_change")
+            assert (r["cause"] == "date_change") == (r["crossing"] or r["date_named"])
+    # Exactly one cold start per session.
+    assert out.filter(pl.col("cause") == "cold_start").height == out["session_id"].n_unique()
+
+
+# --------------------------------------------------------------------------- effect
+
+
+def _did_fixture(after_cross_share: float) -> pl.DataFrame:
+    """Three sessions, five nights. Each night: 23:50 (after a day's pause), 23:54, 23:58 and 00:02
+    the next day (the crossing call). Crossing dates run 10-13 .. 10-17; the cutover is 10-15."""
+    rows: list[dict[str, Any]] = []
+    for night in range(5):
+        base = night * 86400
+        share = 0.0 if night < 2 else after_cross_share  # night 2 crosses into the cutover day
+        for s in ("x", "y", "z"):
+            rows += [
+                {"s": s, "t": base, "p": 10_000, "c": 0},
+                {"s": s, "t": base + 240, "p": 10_500, "c": 9_900},
+                {"s": s, "t": base + 480, "p": 10_800, "c": 10_500},
+                {"s": s, "t": base + 720, "p": 11_000, "c": int(11_000 * share)},
+            ]
+    return _calls(rows)
+
+
+def test_did_recovers_a_planted_effect() -> None:
+    frame = _did_fixture(after_cross_share=0.9)
+    report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 10, 15), bootstrap=200))
+    e = report.effect
+    # crossing: 0 → 0.9; other within-TTL calls: unchanged → DiD = 0.9.
+    assert e.estimate == pytest.approx(0.9, abs=1e-3)
+    assert e.ci_low <= e.estimate <= e.ci_high
+    assert e.calls["crossing_before"] == 6 and e.calls["crossing_after"] == 6  # the cutover day is left out
+    assert report.rates["groups"]["crossing"]["before"]["token_share"] == 0.0
+
+
+def test_no_crossing_calls_means_no_estimate() -> None:
+    rows = [{"s": "a", "t": 0, "p": 10_000, "c": 0}, {"s": "a", "t": 60, "p": 11_000, "c": 10_000}]
+    report, _ = analyze(_calls(rows), AnalysisConfig(cutover=dt.date(2026, 10, 13), bootstrap=50))
+    assert report.effect.estimate is None and report.effect.ci_low is None
+
+
+def test_bootstrap_resamples_whole_sessions() -> None:
+    """Identical sessions leave no room for the interval: it collapses on the estimate."""
+    frame = _did_fixture(after_cross_share=0.5)
+    report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 10, 15), bootstrap=200))
+    assert report.effect.ci_high - report.effect.ci_low < 1e-9
+    assert report.effect.sessions == 3
+
+
+def test_cost_by_cause_at_example_prices() -> None:
+    rows = [
+        {"s": "a", "t": 0, "p": 1_000_000, "c": 0, "w": 1_000_000},
+        {"s": "a", "t": 1000, "p": 1_000_000, "c": 0, "w": 1_000_000},  # TTL expired: all re-sent
+    ]
+    frame = classify(_calls(rows)).collect()
+    cost = cost_by_cause(frame)
+    # Sonnet 4.5 example prices: write $3.75 / MTok, read $0.30 / MTok.
+    assert cost["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(3.75)
+    assert cost["by_cause"]["cold_start"]["lost_usd"] == 0
+    assert cost["by_cause"]["ttl_expiry"]["lost_usd"] == pytest.approx(3.75 - 0.30)
+    assert cost["misses_lost_usd"] == pytest.approx(3.45)
+    one_hour = cost_by_cause(frame, ttl_seconds=3600)
+    assert one_hour["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(6.0)
+
+
+def test_cliffs_and_daily_rates() -> None:
+    frame = classify(_calls([
+        {"s": "a", "t": 0, "p": 50_000, "c": 0},
+        {"s": "a", "t": 100, "p": 52_000, "c": 0},
+        {"s": "b", "t": 0, "p": 10_000, "c": 0},
+        {"s": "b", "t": 100, "p": 11_000, "c": 10_000},
+    ]), cutover=dt.date(2026, 10, 13)).collect()
+    cliffs = cache_cliffs(frame)
+    assert cliffs["session_id"].to_list() == ["a"] and cliffs["drop_tokens"].to_list() == [50_000]
+    daily = daily_rates(frame)
+    assert daily["calls"].sum() == 4
+
+
+# --------------------------------------------------------------------------- acceptance (default workload)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_acceptance_default_workload(seed: int) -> None:
+    """Anthropic 5-minute TTL, 42 days, cutover on day 22: the truth lies in the CI, the estimate
+    is within 10 % of it, and the classification agrees with the true cause on >= 95 % of calls."""
+    result = simulate(WorkloadConfig(seed=seed))
+    assert result.summary.calls >= 20_000 and result.summary.days == 42
+    assert result.summary.cutover == dt.date(2026, 9, 22)
+    report, _ = analyze(result.frame, AnalysisConfig(cutover=result.summary.cutover))
+    true_effect = result.summary.true_effect
+    e = report.effect
+    assert e.ci_low <= true_effect <= e.ci_high
+    assert abs(e.estimate - true_effect) <= 0.1 * abs(true_effect)
+    assert report.agreement is not None and report.agreement["rate"] >= 0.95
+
+
+# --------------------------------------------------------------------------- the verb
+
+
+@pytest.fixture(scope="module")
+def sim_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    result = simulate(WorkloadConfig(days=14, scale=0.5))
+    path = write_calls(result.frame, tmp_path_factory.mktemp("sim") / "calls.parquet", result.summary)
+    return path, result
+
+
+def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cache_report_json_from_a_file(sim_file: tuple[Path, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    path, result = sim_file
+    code, out, _ = _run(capsys, ["cache-report", "--calls", str(path), "--cutover", str(result.summary.cutover), "--json", "--bootstrap", "200"])
+    doc = json.loads(out)
+    assert code == 0
+    assert set(doc["effect"]) >= {"estimate", "ci_low", "ci_high"}
+    assert {"rates", "causes", "cost"} <= set(doc)
+    assert doc["inputs"]["ttl_seconds"] == 300 and doc["inputs"]["tz"] == "UTC" and doc["inputs"]["provider"] == "anthropic"
+    assert doc["simulation"]["true_effect"] == result.summary.true_effect
+    assert doc["effect"]["ci_low"] <= result.summary.true_effect <= doc["effect"]["ci_high"]
+    code, table, _ = _run(capsys, ["cache-report", "--calls", str(path), "--cutover", str(result.summary.cutover), "--bootstrap", "50"])
+    assert code == 0 and "first call after midnight" in table and "date_change" in table
+
+
+def test_cache_report_reads_the_warehouse_read_only(sim_file: tuple[Path, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, result = sim_file
+    warehouse = tmp_path / "w.duckdb"
+    with db.writing(warehouse) as con:
+        con.execute("INSERT INTO llm_calls SELECT * FROM read_parquet(?)", [str(path)])
+        con.execute(
+            "INSERT INTO llm_calls (call_id, source, session_id, \"at\", prompt_tokens, cached_tokens) VALUES (?, ?, ?, ?, ?, ?)",
+            ["other-1", "claude-code", "cc-1", T0, 1000, 0],
+        )
+    cutover = str(result.summary.cutover)
+    code, out, _ = _run(capsys, ["cache-report", "--db", str(warehouse), "--cutover", cutover, "--source", "simulated", "--json", "--bootstrap", "200"])
+    from_db = json.loads(out)
+    code2, out2, _ = _run(capsys, ["cache-report", "--calls", str(path), "--cutover", cutover, "--json", "--bootstrap", "200"])
+    from_file = json.loads(out2)
+    assert code == code2 == 0
+    assert from_db["calls"] == result.frame.height  # the claude-code row is filtered out by --source
+    assert from_db["effect"]["estimate"] == pytest.approx(from_file["effect"]["estimate"])
+    with db.writing(warehouse):  # the report let go of the file
+        pass
+
+
+def test_cache_report_reads_jsonl_artifacts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        {"call_id": "1", "source": "consolidator", "session_id": "b1", "at": "2026-10-12T10:00:00Z", "model": "gpt-5",
+         "prompt_tokens": 3000, "cached_tokens": 0, "completion_tokens": 5},
+        {"call_id": "2", "source": "consolidator", "session_id": "b1", "at": "2026-10-12T10:00:30Z", "model": "gpt-5",
+         "prompt_tokens": 3500, "cached_tokens": 2944, "completion_tokens": 5},
+    ]
+    path = tmp_path / "llm_calls.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    code, out, _ = _run(capsys, ["cache-report", "--calls", str(path), "--cutover", "2026-10-12", "--provider", "openai", "--json"])
+    doc = json.loads(out)
+    assert code == 0 and doc["causes"]["hit"]["calls"] == 1 and doc["causes"]["cold_start"]["calls"] == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--calls", "missing.parquet", "--cutover", "2026-10-12"], "no calls file"),
+        (["--calls", "x.parquet", "--db", "w.duckdb", "--cutover", "2026-10-12"], "not allowed with"),
+        (["--calls", "x.parquet"], "required"),
+        (["--calls", "x.parquet", "--cutover", "12/10/2026"], "not a date"),
+        (["--calls", "x.parquet", "--cutover", "2026-10-12", "--tz", "Nowhere/Land"], "time zone"),
+        (["--db", "missing.duckdb", "--cutover", "2026-10-12"], "no warehouse"),
+    ],
+)
+def test_cache_report_bad_invocations_exit_2(
+    sim_file: tuple[Path, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    path, _ = sim_file
+    argv = [str(path) if a == "x.parquet" else str(tmp_path / a) if a.endswith((".parquet", ".duckdb")) else a for a in argv]
+    code, out, err = _run(capsys, ["cache-report", *argv])
+    assert code == 2 and out == ""
+    assert needle in err
+
+
+def test_load_calls_refuses_both_sources() -> None:
+    from pipeline.errors import UsageError
+
+    with pytest.raises(UsageError):
+        load_calls(db="a", calls="b")
