@@ -18,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parallel", type=positive_int, default=2, metavar="N", help="batches run at once (default 2)")
     p.add_argument("--date", metavar="YYYY-MM-DD", help="the night's date for the run folder (default today, UTC)")
     p.add_argument("--no-report", action="store_true", help="skip the cache analysis and the HTML report")
+    p.add_argument("--cutover", metavar="YYYY-MM-DD",
+                   help="the day date anchoring was deployed, for the cache report's before/after (env PIPELINE_CUTOVER)")
     p.add_argument("--model", help="openai engine: model (else PIPELINE_MODEL)")
     p.add_argument("--base-url", help="openai engine: endpoint (else OPENAI_BASE_URL)")
     p.add_argument("--max-sessions", type=positive_int, default=nightly.planner.MAX_SESSIONS, metavar="N",
@@ -38,7 +40,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     opts = nightly.NightlyOptions(
         sources=args.source, engine=args.engine, parallel=args.parallel, date=args.date, report=not args.no_report,
         db=args.db, corpus=args.corpus, runs=args.runs, model=args.model, base_url=args.base_url,
-        max_sessions=args.max_sessions, max_bytes=args.max_bytes,
+        max_sessions=args.max_sessions, max_bytes=args.max_bytes, cutover=args.cutover,
         budgets={k: getattr(args, k) for k in ("max_tool_calls", "max_submits", "max_tokens", "max_seconds")},
     )
     result = nightly.run_nightly(opts)

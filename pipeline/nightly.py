@@ -52,6 +52,7 @@ class NightlyOptions(BaseModel):
     max_bytes: int = Field(default=planner.MAX_BYTES, ge=1)
     budgets: dict[str, Any] = Field(default_factory=dict)
     batch_timeout: float = 3600.0
+    cutover: str | None = None  # the day date anchoring was deployed, for the cache report
 
 
 @dataclass
@@ -344,15 +345,24 @@ def _land(b: BatchOutcome, db_file: Path, opts: NightlyOptions, run_id: str, say
 # -- report ----------------------------------------------------------------------------------------------
 def _report(run_id: str, run_dir: Path, db_file: Path, opts: NightlyOptions, say: Say) -> tuple[Path | None, str | None]:
     note = None
+    cutover = opts.cutover or os.environ.get("PIPELINE_CUTOVER")
+    if not cutover:
+        # Without a deployment date every call counts as "before": rates and causes are still shown.
+        cutover = run_dir.parent.name
+        note = ("no cutover configured, so every call counts as before it; pass --cutover DATE "
+                "(or set PIPELINE_CUTOVER) to compare cached-token rates before and after anchoring")
     if CACHE_NOTEBOOK.exists():
         cache_dir = run_dir / "cache"
         cache_dir.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "papermill", str(CACHE_NOTEBOOK), str(cache_dir / "cache_anchoring.ipynb"),
                "--cwd", str(REPO), "-k", "python3", "--no-progress-bar",
-               "-p", "db", str(db_file.absolute()), "-p", "out_dir", str(cache_dir.absolute())]
+               "-p", "db", str(db_file.absolute()), "-p", "out_dir", str(cache_dir.absolute()),
+               "-p", "cutover", cutover]
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             note = f"the cache-anchoring notebook failed: {_tail(proc.stderr)}"
+            say(note)
+        elif note:
             say(note)
     else:
         note = "the cache-anchoring notebook (notebooks/cache_anchoring.ipynb) does not exist yet; skipped"
