@@ -28,7 +28,7 @@ from pipeline import db, derive, formats
 from pipeline.errors import UsageError
 
 CHUNK_BYTES = 32 * 1024 * 1024
-GROUP_BYTES = 256 * 1024 * 1024  # new bytes per transaction
+GROUP_BYTES = 128 * 1024 * 1024  # new bytes per transaction
 FLUSH_BYTES = 64 * 1024 * 1024  # lines buffered before one INSERT + JSON projection
 INGEST_MEMORY_LIMIT = "1GB"  # a constant, never user input
 HASH_BYTES = 4096
@@ -213,6 +213,13 @@ def _chunks(path: Path, offset: int) -> Iterator[tuple[bytes, int, int]]:
             yield b"", 0, len(carry)
 
 
+_FINISH_SCHEMA = pa.schema([
+    ("session_id", pa.string()), ("size", pa.int64()), ("lines", pa.int64()), ("held", pa.int64()),
+    ("hh", pa.string()), ("hl", pa.int64()), ("th", pa.string()), ("tl", pa.int64()),
+    ("now", pa.timestamp("us", tz="UTC")), ("bad_utf8", pa.int64()), ("problems", pa.int64()),
+])
+
+
 class Ingester:
     """Ingest files into one open read-write connection."""
 
@@ -389,15 +396,22 @@ class Ingester:
             proj = pl.concat(self._projections, how="vertical_relaxed")
             proj = proj.with_columns(pl.col("session_id").cast(pl.String))
             not_json = derive.fold(self.con, proj, self._targets)
+        rows = []
         for result, final in self._finish:
             result.problems = not_json.get(final["session_id"], 0) + final["bad_utf8"]
-            self.con.execute(
-                "UPDATE sessions SET size_bytes = $size, line_count = $lines, problems = problems + $problems, "
-                "held_back_bytes = $held, head_hash = $hh, head_len = $hl, tail_hash = $th, tail_len = $tl, "
-                "ingested_at = $now WHERE session_id = $sid",
-                {**{k: v for k, v in final.items() if k not in ("session_id", "bad_utf8")},
-                 "problems": result.problems, "sid": final["session_id"]},
-            )
+            rows.append({**final, "problems": result.problems})
+        if rows:
+            # One UPDATE for the whole transaction: a statement per file would dominate re-ingests.
+            table = pa.Table.from_pylist(rows, schema=_FINISH_SCHEMA)
+            self.con.register("_finished_files", table)
+            try:
+                self.con.execute(
+                    "UPDATE sessions SET size_bytes = f.size, line_count = f.lines, problems = sessions.problems + f.problems, "
+                    "held_back_bytes = f.held, head_hash = f.hh, head_len = f.hl, tail_hash = f.th, tail_len = f.tl, "
+                    "ingested_at = f.now FROM _finished_files f WHERE sessions.session_id = f.session_id"
+                )
+            finally:
+                self.con.unregister("_finished_files")
 
     def _read_file(self, path: Path, size: int, known: dict | None, result: FileResult, report: IngestReport) -> None:
         spath = str(path)
@@ -440,8 +454,8 @@ class Ingester:
                 )
             result.action = "new"
         result.session_id = session_id
-        if result.action == "appended":
-            fmt, state = known["format"], known["state"]  # type: ignore[index]
+        if result.action == "appended" and known is not None and known["line_count"] > 0:
+            fmt, state = known["format"], known["state"]
         else:
             fmt, state = db.one(self.con, "SELECT format, state FROM sessions WHERE session_id = ?", [session_id])
         self._targets[session_id] = derive.Target(session_id, fmt, spath, json.loads(state) if state else {})
