@@ -16,13 +16,11 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from openai import OpenAI
 from pydantic import SecretStr
 
 from pipeline import config, db, tools
-from pipeline.agent import AgentConfig, run_agent
 from pipeline.artifact import (
     LLM_CALLS,
     MANIFEST,
@@ -44,6 +42,11 @@ from pipeline.engine import BatchContext, EngineResult, EventSink, Recorder, utc
 from pipeline.errors import PipelineError, UsageError
 from pipeline.faults import crash_point
 from pipeline.rules import run_rules
+
+if TYPE_CHECKING:  # the openai client is imported only when the LLM engine runs: it is slow to load
+    from openai import OpenAI
+
+    from pipeline.agent import AgentConfig
 
 __all__ = [
     "ENGINES",
@@ -225,6 +228,8 @@ def run_batch(
                 "the openai engine needs OPENAI_API_KEY, or --base-url for a local server that "
                 "takes no key (or run the offline engine with --engine rules)"
             )
+        from pipeline.agent import AgentConfig
+
         agent_config = AgentConfig(
             model=model, base_url=base_url, api_key=SecretStr(key) if key else None,
             max_retries=max_retries, timeout=timeout,
@@ -268,6 +273,8 @@ def _run_engine(
     try:
         if engine == "openai":
             assert agent_config is not None
+            from pipeline.agent import run_agent
+
             return run_agent(ctx, recorder, agent_config, client=client)
         return run_rules(ctx, recorder)
     except PipelineError as exc:
