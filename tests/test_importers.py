@@ -510,3 +510,32 @@ def test_empty_file_reads_as_nothing(warehouse, tmp_path: Path) -> None:
     (tmp_path / "empty.jsonl").write_bytes(b"")
     report = import_calls(warehouse, tmp_path / "empty.jsonl", "openai")
     assert (report.rows, report.calls, report.new, report.already_present) == (0, 0, 0, 0)
+
+
+def test_imported_log_and_transcript_usage_give_the_same_cache_report(samples_db, tmp_path: Path) -> None:
+    """Issue 6 acceptance: one analysis reads every source the same way."""
+    import datetime as dt
+
+    from pipeline.cache_analysis import AnalysisConfig, analyze
+
+    _export_claude(samples_db, tmp_path / "harness.jsonl")
+    import_calls(samples_db, tmp_path / "harness.jsonl", "anthropic")
+    calls = db.frame(samples_db, 'SELECT * EXCLUDE (line_no, origin) FROM llm_calls')
+    reports = {}
+    for source in ("claude-code", "import:harness"):
+        cfg = AnalysisConfig(cutover=dt.date(2026, 10, 25), source=source, bootstrap=50)
+        report, _ = analyze(calls, cfg)
+        reports[source] = _rounded(report.model_dump(mode="json", exclude={"config", "inputs"}))
+    assert reports["claude-code"]["calls"] > 100
+    assert reports["claude-code"] == reports["import:harness"]
+
+
+def _rounded(value):
+    """Floats to 9 places: the two sources sum the same numbers in a different order."""
+    if isinstance(value, float):
+        return round(value, 9)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
