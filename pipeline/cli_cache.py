@@ -8,7 +8,7 @@ import sys
 
 from pydantic import ValidationError
 
-from pipeline.cli import add_db, add_json, print_json
+from pipeline.cli import add_db, add_json, positive_int, print_json
 from pipeline.errors import UsageError
 
 DEFAULT_START = "2026-09-01"
@@ -21,16 +21,6 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date; write YYYY-MM-DD") from None
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
-    return value
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "simulate",
@@ -39,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "rolling dates before the cutover and anchored dates from it on. Deterministic for a seed.",
     )
     p.add_argument("--start", type=_date, default=_date(DEFAULT_START), metavar="DATE", help=f"first day (default {DEFAULT_START})")
-    p.add_argument("--days", type=_positive, default=42, metavar="N", help="days to simulate (default 42)")
+    p.add_argument("--days", type=positive_int, default=42, metavar="N", help="days to simulate (default 42)")
     p.add_argument("--cutover", type=_date, metavar="DATE", help="deploy day of anchored dates (default: day 22)")
     p.add_argument("--seed", type=int, default=1, metavar="S", help="random seed (default 1)")
     p.add_argument("--out", required=True, metavar="FILE", help="Parquet file to write (llm_calls columns)")
@@ -48,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retention", choices=("short", "long"), default="short",
                    help="cache lifetime: short = 5 min (Anthropic) / in-memory (OpenAI); long = 1 h / 24 h")
     p.add_argument("--scale", type=float, default=1.0, metavar="F", help="multiply the number of sessions (default 1)")
-    p.add_argument("--bulk", type=_positive, metavar="N", help="generate exactly N calls fast (vectorised) instead")
+    p.add_argument("--bulk", type=positive_int, metavar="N", help="generate exactly N calls fast (vectorised) instead")
     add_json(p)
     p.set_defaults(func=cmd_simulate)
 
@@ -63,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cutover", type=_date, required=True, metavar="DATE", help="the day anchored dates were deployed")
     p.add_argument("--source", metavar="S", help="only calls of this source (default: all)")
     p.add_argument("--tz", default="UTC", metavar="ZONE", help="time zone for calendar days (default UTC)")
-    p.add_argument("--ttl", type=_positive, default=300, metavar="SECONDS", help="cache TTL (default 300)")
+    p.add_argument("--ttl", type=positive_int, default=300, metavar="SECONDS", help="cache TTL (default 300)")
     p.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic", help="prices to use")
     p.add_argument("--prices", metavar="FILE", help="JSON price book instead of the built-in example prices")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000)")

@@ -35,3 +35,14 @@ def warehouse(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "w.duckdb"
+
+
+@pytest.fixture(scope="session")
+def samples_warehouse(tmp_path_factory) -> Path:
+    """The sample corpus ingested once per test process; tests that write must copy it first."""
+    from pipeline import ingest
+
+    path = tmp_path_factory.mktemp("samples") / "w.duckdb"
+    with db.writing(path) as con:
+        assert not ingest.ingest(con, [SAMPLES]).errors
+    return path

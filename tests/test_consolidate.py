@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipeline import artifact, consolidate, db, ingest, tools
+from pipeline import artifact, consolidate, db, tools
 from pipeline.artifact import (
     ARTIFACT_FILES,
     ArtifactError,
@@ -21,7 +21,6 @@ from pipeline.cli import main
 from pipeline.consolidate import batch_id_for, parse_session_ids, run_batch
 from pipeline.engine import Event
 from pipeline.errors import UsageError
-from tests.conftest import SAMPLES
 from tests.fakes.openai_server import FakeOpenAI, call, text_turn, tool_turn
 
 A1 = "7a6738d0-a8f0-4bb2-bf15-e9ff77de2e75"
@@ -31,12 +30,8 @@ B1 = "0d28e511-935f-4ed1-a0bd-fb881d624c7a"
 
 
 @pytest.fixture(scope="module")
-def wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("consolidate") / "w.duckdb"
-    con = db.connect(path)
-    ingest.ingest(con, [SAMPLES])
-    con.close()
-    return path
+def wh(samples_warehouse: Path) -> Path:
+    return samples_warehouse  # read-only here: consolidation never writes the warehouse
 
 
 @pytest.fixture(scope="module")

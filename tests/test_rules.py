@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipeline import db, ingest, tools
+from pipeline import db, tools
 from pipeline.artifact import Budgets
 from pipeline.commitments import Message, find_commitments, sentences
 from pipeline.contract import check_answer
@@ -23,12 +23,8 @@ EXPECTED = json.loads((SAMPLES / "expected.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
-def wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("rules") / "w.duckdb"
-    con = db.connect(path)
-    ingest.ingest(con, [SAMPLES])
-    con.close()
-    return path
+def wh(samples_warehouse: Path) -> Path:
+    return samples_warehouse  # read-only here: consolidation never writes the warehouse
 
 
 @pytest.fixture(scope="module")

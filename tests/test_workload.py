@@ -316,7 +316,7 @@ def test_simulate_verb_bulk(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         (["--tz", "Mars/Olympus"], "time zone"),
         (["--cutover", "2027-01-01"], "cutover"),
         (["--cutover", "yesterday"], "not a date"),
-        (["--days", "0"], "at least 1"),
+        (["--days", "0"], "must be 1 or more"),
         (["--provider", "acme"], "invalid choice"),
     ],
 )
