@@ -44,8 +44,10 @@ def connect(db: str | Path | None = None, *, read_only: bool = False) -> duckdb.
         if "lock" in str(exc).lower():
             raise WarehouseBusyError(_busy_message(path, exc)) from exc
         raise
-    # DuckDB draws its own progress bar on long statements; ours (rich, on stderr) is the one users see.
-    con.execute("SET enable_progress_bar = false")
+    # DuckDB draws its own progress bar on long statements; ours (rich, on stderr) is the one users
+    # see. Inside a Jupyter kernel DuckDB refuses to touch the setting (it wants ipywidgets): keep it.
+    with contextlib.suppress(duckdb.Error):
+        con.execute("SET enable_progress_bar = false")
     if not read_only:
         from pipeline.migrations import migrate
 
