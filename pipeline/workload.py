@@ -230,6 +230,14 @@ class SimulationSummary(BaseModel):
     true_effect_detail: TrueEffect | None = None
     elapsed_s: float = 0.0
 
+    @classmethod
+    def for_config(cls, cfg: WorkloadConfig, **figures: Any) -> SimulationSummary:
+        """The summary of a run of `cfg`: its settings, plus the figures the run measured."""
+        return cls(
+            seed=cfg.seed, start=cfg.start, days=cfg.days, cutover=cfg.cutover_date, provider=cfg.provider,
+            tz=cfg.tz, retention=cfg.retention, ttl_seconds=cfg.rules.ttl_seconds, **figures,
+        )
+
 
 @dataclass(slots=True)
 class SimulationResult:
@@ -916,17 +924,10 @@ def simulate(cfg: WorkloadConfig | None = None) -> SimulationResult:
     causes = {c: 0 for c in TRUE_CAUSES}
     for row in rows:
         causes[row.cause] += 1
-    summary = SimulationSummary(
+    summary = SimulationSummary.for_config(
+        cfg,
         calls=len(rows),
         sessions=len({r.script for r in rows}),
-        seed=cfg.seed,
-        start=cfg.start,
-        days=cfg.days,
-        cutover=cfg.cutover_date,
-        provider=cfg.provider,
-        tz=cfg.tz,
-        retention=cfg.retention,
-        ttl_seconds=cfg.rules.ttl_seconds,
         causes=causes,
         true_effect=effect,
         true_effect_detail=TrueEffect(

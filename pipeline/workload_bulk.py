@@ -579,17 +579,10 @@ def simulate_bulk(n_calls: int, cfg: WorkloadConfig | None = None) -> Simulation
     counts = frame.group_by("true_cause").len()
     causes = {c: 0 for c in TRUE_CAUSES}
     causes.update({row[0]: int(row[1]) for row in counts.iter_rows()})
-    summary = SimulationSummary(
+    summary = SimulationSummary.for_config(
+        cfg,
         calls=frame.height,
         sessions=frame["session_id"].n_unique(),
-        seed=cfg.seed,
-        start=cfg.start,
-        days=cfg.days,
-        cutover=cfg.cutover_date,
-        provider=cfg.provider,
-        tz=cfg.tz,
-        retention=cfg.retention,
-        ttl_seconds=cfg.rules.ttl_seconds,
         bulk=True,
         causes=causes,
         true_effect=effect["effect"],
