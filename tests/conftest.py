@@ -46,3 +46,17 @@ def samples_warehouse(tmp_path_factory) -> Path:
     with db.writing(path) as con:
         assert not ingest.ingest(con, [SAMPLES]).errors
     return path
+
+
+@pytest.fixture(scope="module")
+def wh(samples_warehouse: Path) -> Path:
+    """The sample warehouse, for tests that only read it (consolidation never writes it)."""
+    return samples_warehouse
+
+
+@pytest.fixture(scope="module")
+def all_ids(wh: Path) -> list[str]:
+    from pipeline import tools
+
+    with db.reading(wh) as con:
+        return [e["sessionId"] for e in tools.list_sessions(con)]

@@ -23,15 +23,6 @@ PG = {
 }
 
 
-@pytest.fixture(scope="module")
-def wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("check") / "w.duckdb"
-    con = db.connect(path)
-    ingest.ingest(con, [SAMPLES])
-    con.close()
-    return path
-
-
 def valid() -> dict[str, Any]:
     return {
         "candidates": [
@@ -152,9 +143,7 @@ def test_the_rules_answer_passes_check_answer(wh: Path, tmp_path: Path, capsys: 
 
 
 def test_sessions_flag_naming_unknown_or_no_session_is_a_usage_error(tmp_path, capsys) -> None:
-    from pipeline import db, ingest
     from pipeline.cli import main
-    from tests.conftest import SAMPLES
 
     wh = tmp_path / "w.duckdb"
     with db.writing(wh) as con:

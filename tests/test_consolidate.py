@@ -29,17 +29,6 @@ X3 = "01a1a5e5-a07f-7a91-8385-d581c2b911c3"
 B1 = "0d28e511-935f-4ed1-a0bd-fb881d624c7a"
 
 
-@pytest.fixture(scope="module")
-def wh(samples_warehouse: Path) -> Path:
-    return samples_warehouse  # read-only here: consolidation never writes the warehouse
-
-
-@pytest.fixture(scope="module")
-def all_ids(wh: Path) -> list[str]:
-    with db.reading(wh) as con:
-        return [e["sessionId"] for e in tools.list_sessions(con)]
-
-
 @pytest.fixture
 def fake() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as server:

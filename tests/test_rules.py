@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipeline import db, tools
+from pipeline import db
 from pipeline.artifact import Budgets
 from pipeline.commitments import Message, find_commitments, sentences
 from pipeline.contract import check_answer
@@ -20,17 +20,6 @@ from pipeline.rules import build_answer, run_rules
 from tests.conftest import SAMPLES
 
 EXPECTED = json.loads((SAMPLES / "expected.json").read_text(encoding="utf-8"))
-
-
-@pytest.fixture(scope="module")
-def wh(samples_warehouse: Path) -> Path:
-    return samples_warehouse  # read-only here: consolidation never writes the warehouse
-
-
-@pytest.fixture(scope="module")
-def all_ids(wh: Path) -> list[str]:
-    with db.reading(wh) as con:
-        return [e["sessionId"] for e in tools.list_sessions(con)]
 
 
 @pytest.fixture(scope="module")
