@@ -57,12 +57,28 @@ _PATHS = list(FIELDS.values())
 _TYPE = 1 + list(FIELDS).index("type")
 _BLOCK0 = 1 + list(FIELDS).index("block0")
 
+# Message texts are only ever tested for a prefix (is this injected context, a command's output?).
+# Carrying whole texts out of DuckDB cost more than parsing the JSON itself, so only a head is kept:
+# Claude Code's as written, Codex's after the leading whitespace that its prefix test skips.
+_HEAD_CHARS = 64
+_CLAUDE_HEADS = ("block0_text",)
+_CODEX_HEADS = ("p_text0", "p_message")
+
+
+def _column(i: int, name: str) -> str:
+    if name in _CLAUDE_HEADS:
+        return f"left(f[{i}], {_HEAD_CHARS}) AS {name}"
+    if name in _CODEX_HEADS:
+        return f"left(ltrim(f[{i}], chr(32) || chr(9) || chr(10) || chr(13)), {_HEAD_CHARS}) AS {name}"
+    return f"f[{i}] AS {name}"
+
+
 # Column positions are formatted in from the constant FIELDS; every value is a bound parameter.
 PROJECTION_SQL = f"""
     SELECT session_id, line_no, f IS NOT NULL AS ok,
-           {", ".join(f"f[{i + 1}] AS {name}" for i, name in enumerate(FIELDS))},
+           {", ".join(_column(i + 1, name) for i, name in enumerate(FIELDS))},
            CASE WHEN f[{_TYPE}] = 'user' AND f[{_BLOCK0}] IS NULL
-                THEN left(json_extract_string(text, '$.message.content'), 64) END AS prompt_head
+                THEN left(json_extract_string(text, '$.message.content'), {_HEAD_CHARS}) END AS prompt_head
     FROM (SELECT session_id, line_no, text, TRY(json_extract_string(text, $paths)) AS f FROM {{table}})
 """
 

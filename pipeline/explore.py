@@ -19,7 +19,7 @@ def overview(db_file: str | Path | None = None) -> pl.DataFrame:
     """One row per table or view with its row count."""
     with db.reading(db_file) as con:
         names = [r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' ORDER BY table_name"
+            "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() AND table_schema = 'main' ORDER BY table_name"
         ).fetchall()]
         rows = []
         for name in names:

@@ -220,6 +220,12 @@ _FINISH_SCHEMA = pa.schema([
 ])
 
 
+_NEW_SESSION_SCHEMA = pa.schema([
+    ("session_id", pa.string()), ("path", pa.string()), ("format", pa.string()), ("parent_session_id", pa.string()),
+    ("slug", pa.string()), ("cwd", pa.string()), ("claimed", pa.string()),
+])
+
+
 class Ingester:
     """Ingest files into one open read-write connection."""
 
@@ -236,9 +242,13 @@ class Ingester:
         rows = self.con.execute(f"SELECT path, {', '.join(keys)} FROM sessions").fetchall()
         return {r[0]: dict(zip(keys, r[1:], strict=True)) for r in rows}
 
+    def _load_owners(self) -> None:
+        # Which file holds each session id, kept in memory: a query per new file would dominate an
+        # ingest of many small files. Reloaded after a rollback, which may undo new sessions.
+        self._owners: dict[str, str] = dict(self.con.execute("SELECT session_id, path FROM sessions").fetchall())
+
     def _owner_of(self, session_id: str) -> str | None:
-        row = db.one(self.con, "SELECT path FROM sessions WHERE session_id = ?", [session_id])
-        return row[0] if row else None
+        return self._owners.get(session_id)
 
     def _assign_id(self, path: Path, ident: formats.Identity, report: IngestReport) -> tuple[str, str | None]:
         """The session id for a new file, and the claimed id when it had to differ."""
@@ -279,6 +289,7 @@ class Ingester:
         row-group zone maps of `lines` stay tight for per-session queries."""
         todo: list[tuple[str, Path, int, dict | None, FileResult]] = []
         known_by_path = self._load_known()
+        self._load_owners()
         for path in files:
             spath = str(path)
             result = FileResult(path=spath, session_id=None)
@@ -346,6 +357,7 @@ class Ingester:
                 report.files.extend(r for *_, r in group)
                 continue
             self.con.execute("ROLLBACK")
+            self._load_owners()
             del report.warnings[warnings_before:-1]  # keep only the failure; the others will be redone
             for _p, _s, _k, r in group:
                 if r.action != "error":
@@ -364,6 +376,7 @@ class Ingester:
         self._projections: list[pl.DataFrame] = []
         self._targets: dict[str, derive.Target] = {}
         self._finish: list[tuple[FileResult, dict]] = []
+        self._new_sessions: list[dict] = []
 
     def _append(self, session_id: str, first_line: int, texts: pa.Array) -> None:
         n = len(texts)
@@ -391,6 +404,16 @@ class Ingester:
 
     def _finish_group(self) -> None:
         self._flush()
+        if self._new_sessions:
+            table = pa.Table.from_pylist(self._new_sessions, schema=_NEW_SESSION_SCHEMA)
+            self.con.register("_new_sessions", table)
+            try:
+                self.con.execute(
+                    "INSERT INTO sessions (session_id, path, format, parent_session_id, slug, cwd, claimed_session_id) "
+                    "SELECT session_id, path, format, parent_session_id, slug, cwd, claimed FROM _new_sessions"
+                )
+            finally:
+                self.con.unregister("_new_sessions")
         not_json: dict[str, int] = {}
         if self._projections:
             proj = pl.concat(self._projections, how="vertical_relaxed")
@@ -423,9 +446,11 @@ class Ingester:
             offset = known["size_bytes"]
             first_line = known["line_count"] + 1
             result.action = "appended"
+            fmt, state = known["format"], known["state"]
             if known["line_count"] == 0:
                 # Nothing was stored yet, so the file may only now show what it is.
-                session_id = self._reidentify(path, known["session_id"], report)
+                session_id, fmt = self._reidentify(path, known["session_id"], report)
+                state = known["state"] if session_id == known["session_id"] else None
         elif known is not None:
             session_id = known["session_id"]
             self._forget(session_id)
@@ -435,18 +460,22 @@ class Ingester:
                 "rewritten_at = ? WHERE session_id = ?",
                 [now, session_id],
             )
-            session_id = self._reidentify(path, session_id, report)
+            session_id, fmt = self._reidentify(path, session_id, report)
+            state = None
             result.action = "rewritten"
             report.warnings.append(f"{spath}: the file was rewritten since the last ingest; read again from line 1")
         else:
             ident = self._sniffed.pop(path, None) or formats.sniff(_head_lines(path))
             session_id, claimed = self._assign_id(path, ident, report)
-            self.con.execute(
-                "INSERT INTO sessions (session_id, path, format, parent_session_id, slug, cwd, claimed_session_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [session_id, spath, ident.format, ident.parent_session_id, formats.slug_for(ident.cwd) or path.parent.name,
-                 ident.cwd, claimed],
-            )
+            # Inserted with the rest of the transaction's new sessions in _finish_group: one
+            # statement per file would cost more than reading a small file.
+            self._new_sessions.append({
+                "session_id": session_id, "path": spath, "format": ident.format,
+                "parent_session_id": ident.parent_session_id,
+                "slug": formats.slug_for(ident.cwd) or path.parent.name, "cwd": ident.cwd, "claimed": claimed,
+            })
+            self._owners[session_id] = spath
+            fmt, state = ident.format, None
             if claimed:
                 self.con.execute(
                     "INSERT INTO ingest_problems (session_id, line_no, kind, detail, path) VALUES (?, NULL, ?, ?, ?)",
@@ -454,10 +483,6 @@ class Ingester:
                 )
             result.action = "new"
         result.session_id = session_id
-        if result.action == "appended" and known is not None and known["line_count"] > 0:
-            fmt, state = known["format"], known["state"]
-        else:
-            fmt, state = db.one(self.con, "SELECT format, state FROM sessions WHERE session_id = ?", [session_id])
         self._targets[session_id] = derive.Target(session_id, fmt, spath, json.loads(state) if state else {})
 
         line_no = first_line
@@ -497,7 +522,7 @@ class Ingester:
         if result.new_lines == 0 and result.action == "appended":
             result.action = "unchanged"
 
-    def _reidentify(self, path: Path, session_id: str, report: IngestReport) -> str:
+    def _reidentify(self, path: Path, session_id: str, report: IngestReport) -> tuple[str, str]:
         """Re-sniff a file that has no stored lines; rename its session when its records say who it is."""
         ident = formats.sniff(_head_lines(path))
         new_id = session_id
@@ -507,12 +532,14 @@ class Ingester:
             self.con.execute(
                 "INSERT INTO sessions (session_id, path, format) VALUES (?, ?, ?)", [new_id, str(path), ident.format]
             )
+            self._owners.pop(session_id, None)
+            self._owners[new_id] = str(path)
         self.con.execute(
             "UPDATE sessions SET format = ?, parent_session_id = ?, cwd = coalesce(?, cwd), slug = coalesce(?, slug) "
             "WHERE session_id = ?",
             [ident.format, ident.parent_session_id, ident.cwd, formats.slug_for(ident.cwd), new_id],
         )
-        return new_id
+        return new_id, ident.format
 
 
 def total_bytes(files: Sequence[Path]) -> int:

@@ -182,7 +182,7 @@ def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
 
 def applied(con: duckdb.DuckDBPyConnection) -> set[str]:
     exists = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations'"
+        "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database() AND table_name = 'schema_migrations'"
     ).fetchall()[0]
     if not exists or not exists[0]:
         return set()
