@@ -27,7 +27,7 @@ import pyarrow as pa
 from pipeline import db, derive, formats
 from pipeline.errors import UsageError
 
-CHUNK_BYTES = 32 * 1024 * 1024
+CHUNK_BYTES = 16 * 1024 * 1024
 GROUP_BYTES = 128 * 1024 * 1024  # new bytes per transaction
 FLUSH_BYTES = 64 * 1024 * 1024  # lines buffered before one INSERT + JSON projection
 INGEST_MEMORY_LIMIT = "1GB"  # a constant, never user input
