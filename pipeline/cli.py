@@ -19,15 +19,19 @@ from pydantic import ValidationError
 
 from pipeline.errors import PipelineError
 
-# Modules that contribute verbs, in the order `pipeline --help` lists them.
-COMMAND_MODULES = (
-    "pipeline.cli_warehouse",
-    "pipeline.cli_consolidate",
-    "pipeline.cli_corpus",
-    "pipeline.cli_nightly",
-    "pipeline.cli_calls",
-    "pipeline.cli_cache",
-)
+# Modules that contribute verbs, in the order `pipeline --help` lists them, with the verbs each
+# registers. Knowing the verbs up front lets a command import only its own module: importing them
+# all (pydantic models, the consolidator, the importers) cost more than a whole re-ingest of a
+# few changed files. tests/test_cli.py checks this table against what the modules register.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "pipeline.cli_warehouse": ("ingest", "sql", "sessions", "search", "read"),
+    "pipeline.cli_consolidate": ("consolidate", "check-answer"),
+    "pipeline.cli_corpus": ("apply", "memories", "tasks"),
+    "pipeline.cli_nightly": ("nightly",),
+    "pipeline.cli_calls": ("import-calls",),
+    "pipeline.cli_cache": ("simulate", "cache-report"),
+}
+COMMAND_MODULES = tuple(COMMANDS)
 
 
 class Parser(argparse.ArgumentParser):
@@ -64,11 +68,25 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
-def build_parser() -> Parser:
+def _verb_in(argv: Sequence[str]) -> str | None:
+    """The verb of a command line, when it can be told without parsing (global --db skipped)."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--db":
+            next(args, None)
+        elif not arg.startswith("--db="):
+            return None if arg.startswith("-") else arg
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> Parser:
+    """The parser for `argv`: with only the module of its verb when that is known, else with all."""
     parser = Parser(prog="pipeline", description="Agent transcripts → DuckDB warehouse → memory corpus; cache analytics.")
     parser.add_argument("--db", dest="global_db", metavar="FILE", help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
-    for name in COMMAND_MODULES:
+    verb = _verb_in(argv) if argv is not None else None
+    owners = [m for m, verbs in COMMANDS.items() if verb in verbs]
+    for name in owners or COMMANDS:
         importlib.import_module(name).register(sub)
     return parser
 
@@ -89,7 +107,8 @@ def _fail(args: argparse.Namespace, message: str, code: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

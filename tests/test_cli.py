@@ -115,3 +115,45 @@ def test_a_warehouse_held_by_another_process_is_named(ingested: Path, capsys) ->
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_command_table_matches_what_modules_register() -> None:
+    import argparse
+    import importlib
+
+    from pipeline.cli import COMMANDS
+
+    for module, verbs in COMMANDS.items():
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(sub)
+        assert tuple(sub.choices) == verbs, module
+
+
+def test_a_verb_imports_only_its_own_module() -> None:
+    probe = (
+        "import sys; from pipeline.cli import build_parser; "
+        "build_parser(['--db', 'x.duckdb', 'search', 'S1', 'x']); "
+        "print(sorted(m for m in sys.modules if m.startswith('pipeline.cli_')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['pipeline.cli_warehouse']"
+
+
+def test_help_lists_every_verb(capsys) -> None:
+    from pipeline.cli import COMMANDS
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    listing = capsys.readouterr().out
+    for verbs in COMMANDS.values():
+        for verb in verbs:
+            assert verb in listing
+
+
+def test_unknown_verb_is_a_usage_error_naming_the_choices(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["ingset"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'ingset'" in err and "ingest" in err
