@@ -165,10 +165,33 @@ def main() -> int:
     results["ingest_s"] = t_ingest
     results["ingest_peak_rss_mb"] = child_peak_rss_mb()
 
+    # The appends below are undone at the end, so every run starts from the same corpus.
+    original_sizes = {f: f.stat().st_size for f in files}
+    try:
+        return _measure(results, files, db, args)
+    finally:
+        for f, size in original_sizes.items():
+            with f.open("r+b") as fh:
+                fh.truncate(size)
+
+
+def _measure(results: dict, files: list[Path], db: Path, args: argparse.Namespace) -> int:
+    pipeline = [sys.executable, "-m", "pipeline"]
     added = append_one_percent(files)
     t_re, _ = timed([*pipeline, "ingest", str(CORPUS), "--db", str(db), "--json"], stdout=subprocess.DEVNULL)
     results["reingest_1pct_s"] = t_re
     results["reingest_added_bytes"] = added
+
+    # The same step inside one Python process, to separate the work from interpreter start-up and
+    # library imports, which a command pays however little it has to read.
+    from pipeline import db as warehouse
+    from pipeline import ingest as ingest_mod
+
+    append_one_percent(files)
+    t0 = time.perf_counter()
+    with warehouse.writing(db) as wcon:
+        ingest_mod.ingest(wcon, [CORPUS])
+    results["reingest_1pct_inprocess_s"] = time.perf_counter() - t0
 
     import duckdb
 
@@ -210,6 +233,8 @@ def print_table(r: dict) -> None:
         ("ingest peak RSS", f"{r['ingest_peak_rss_mb']:.0f} MB", "limit 1536 MB", "ok" if r["ingest_peak_rss_mb"] <= 1536 else "OVER"),
         ("re-ingest after +1 %", f"{r['reingest_1pct_s']:.2f} s", f"full ingest {r['ingest_s']:.2f} s",
          f"{100 * r['reingest_1pct_s'] / r['ingest_s']:.1f} % (goal <= 5 %)"),
+        ("re-ingest +1 %, in-process", f"{r['reingest_1pct_inprocess_s']:.2f} s", "no interpreter start-up",
+         f"{100 * r['reingest_1pct_inprocess_s'] / r['ingest_s']:.1f} % of full ingest"),
         ("search, largest session (p50)", f"{r['search_p50_ms']:.1f} ms", f"grep -nF {r['grep_nF_p50_ms']:.1f} ms",
          f"{r['search_p50_ms'] / r['grep_nF_p50_ms']:.2f}x (goal <= 2x)"),
         ("count matching lines, corpus", f"{r['count_lines_p50_ms']:.0f} ms", f"grep -rcF {r['grep_rcF_p50_ms']:.0f} ms",
