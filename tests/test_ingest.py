@@ -365,3 +365,23 @@ def test_a_file_failing_mid_group_does_not_take_the_others_down(warehouse, tmp_p
     assert [f.action for f in report.files] == ["new", "error", "new"]
     assert rows(warehouse, "SELECT session_id FROM sessions ORDER BY 1") == [("S1",), ("S3",)]
     assert report.warnings == [f"{bad}: cannot read (Input/output error)"]
+
+
+def test_lines_stay_in_small_row_groups_across_writing_connections(tmp_path: Path) -> None:
+    # Small row groups keep a session's lines together; DuckDB forgets the size between opens,
+    # so every writing connection must bring it, or a checkpoint would merge the groups back.
+    write_jsonl(tmp_path / "t" / "a.jsonl", [user(f"prompt {i}", ts=f"2026-10-01T10:{i % 60:02d}:00Z") for i in range(5000)])
+    wh = tmp_path / "w.duckdb"
+    with db.writing(wh) as con:
+        ingest.ingest(con, [tmp_path / "t"])
+    for _ in range(2):
+        with db.writing(wh) as con:
+            con.execute("CREATE OR REPLACE TABLE scratch AS SELECT 1 AS x")
+            con.execute("CHECKPOINT")
+    with db.reading(wh) as con:
+        sizes = [r[0] for r in con.execute(
+            "SELECT max(count) FROM pragma_storage_info('lines') GROUP BY row_group_id"
+        ).fetchall()]
+        assert con.execute("SELECT count(*) FROM lines").fetchall() == [(5000,)]
+    assert len(sizes) >= 3
+    assert max(sizes) <= db.ROW_GROUP_SIZE
