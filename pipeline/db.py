@@ -53,7 +53,9 @@ def connect(db: str | Path | None = None, *, read_only: bool = False) -> duckdb.
         raise UsageError(f"no warehouse at {path}: run `pipeline ingest PATH` first, or pass --db FILE")
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect()
+    # The warehouse is attached to an in-memory database, whose spill directory would otherwise be
+    # `.tmp` in whatever folder the user runs from; keep it beside the file, as DuckDB does by default.
+    con = duckdb.connect(config={"temp_directory": f"{path}.tmp"})
     try:
         con.execute(f"ATTACH ? AS {CATALOG} ({_attach_options(read_only)})", [str(path)])
     except duckdb.IOException as exc:

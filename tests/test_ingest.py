@@ -385,3 +385,11 @@ def test_lines_stay_in_small_row_groups_across_writing_connections(tmp_path: Pat
         assert con.execute("SELECT count(*) FROM lines").fetchall() == [(5000,)]
     assert len(sizes) >= 3
     assert max(sizes) <= db.ROW_GROUP_SIZE
+
+
+def test_spill_directory_is_beside_the_warehouse(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    wh = tmp_path / "sub" / "w.duckdb"
+    with db.writing(wh) as con:
+        spill = con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
+    assert spill == f"{wh}.tmp"
