@@ -215,43 +215,23 @@ class PromptHasher:
 
     def prompt(self, request: ChatRequest) -> Prompt:
         blocks, labels = self.blocks_of(request)
-        old_blocks, old_digests, old_tokens = self._blocks, self._digests, self._tokens
-        old_keys, old_ends = self._keys, self._ends
-        n_old = len(old_blocks)
-        if n_old and len(blocks) >= n_old and blocks[:n_old] == old_blocks:
-            # The usual case, an append: one C-level list comparison instead of a Python loop.
-            digests, tokens = old_digests[:], old_tokens[:]
-            keys, ends = old_keys[:], old_ends[:]
-            key, end = keys[-1], ends[-1]
-            for block in blocks[n_old:]:
-                digest, count = _measure(block)
-                key = _digest(key + digest)
-                end += count
-                digests.append(digest)
-                tokens.append(count)
-                keys.append(key)
-                ends.append(end)
-            self._blocks, self._digests, self._tokens, self._keys, self._ends = blocks, digests, tokens, keys, ends
-            return Prompt(tuple(keys), tuple(ends), tuple(labels))
-        digests = []
-        tokens = []
-        keys = []
-        ends = []
-        same_prefix = True
-        key = b""
-        end = 0
-        for i, block in enumerate(blocks):
-            if i < len(old_blocks) and (old_blocks[i] is block or old_blocks[i] == block):
-                digest, count = old_digests[i], old_tokens[i]
-                if same_prefix:
-                    key, end = old_keys[i], old_ends[i]
-                    digests.append(digest)
-                    tokens.append(count)
-                    keys.append(key)
-                    ends.append(end)
-                    continue
+        old = self._blocks
+        n_old = len(old)
+        if n_old and len(blocks) >= n_old and blocks[:n_old] == old:
+            keep = n_old  # the usual case, an append: one C-level list comparison, no Python loop
+        else:
+            keep = 0
+            while keep < min(n_old, len(blocks)) and (old[keep] is blocks[keep] or old[keep] == blocks[keep]):
+                keep += 1
+        digests, tokens = self._digests[:keep], self._tokens[:keep]
+        keys, ends = self._keys[:keep], self._ends[:keep]
+        key, end = (keys[-1], ends[-1]) if keep else (b"", 0)
+        for i in range(keep, len(blocks)):
+            block = blocks[i]
+            if i < n_old and (old[i] is block or old[i] == block):
+                # Same block after a change: its digest and size still hold, its prefix key does not.
+                digest, count = self._digests[i], self._tokens[i]
             else:
-                same_prefix = False
                 digest, count = _measure(block)
             key = _digest(key + digest)
             end += count
