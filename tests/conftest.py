@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,6 +47,18 @@ def samples_warehouse(tmp_path_factory) -> Path:
     with db.writing(path) as con:
         assert not ingest.ingest(con, [SAMPLES]).errors
     return path
+
+
+def copy_samples(samples_warehouse: Path, folder: Path) -> Path:
+    """A private, writable copy of the sample warehouse: copying the file beats ingesting again."""
+    path = folder / "w.duckdb"
+    shutil.copyfile(samples_warehouse, path)
+    return path
+
+
+@pytest.fixture
+def samples_copy(samples_warehouse: Path, tmp_path: Path) -> Path:
+    return copy_samples(samples_warehouse, tmp_path)
 
 
 @pytest.fixture(scope="module")

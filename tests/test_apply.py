@@ -19,11 +19,8 @@ PG_SESSIONS = sorted({o["sessionId"] for o in PG})
 
 
 @pytest.fixture
-def env(tmp_path: Path):
-    wh = tmp_path / "w.duckdb"
-    with db.writing(wh) as con:
-        ingest.ingest(con, [SAMPLES])
-    return tmp_path, wh, tmp_path / "corpus"
+def env(tmp_path: Path, samples_copy: Path):
+    return tmp_path, samples_copy, tmp_path / "corpus"
 
 
 def git_log(corpus: Path) -> list[tuple[str, str]]:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import db, ingest
+from pipeline import db
 from pipeline.corpus import Corpus
 from pipeline.faults import CRASH_EXIT_CODE
 from tests import artifacts as A
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import REPO, copy_samples
 
 PG = A.occurrences("pg-connection-refused")
 MOD = A.occurrences("module-not-found")
@@ -31,12 +31,11 @@ STEPS = [
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory) -> tuple[Path, Path]:
+def template(tmp_path_factory, samples_warehouse: Path) -> tuple[Path, Path]:
     """An ingested warehouse and an artifact with two memories, a duplicate to link, and tasks."""
     d = tmp_path_factory.mktemp("crash")
-    wh = d / "w.duckdb"
+    wh = copy_samples(samples_warehouse, d)
     with db.writing(wh) as con:
-        ingest.ingest(con, [SAMPLES])
         pg = A.candidate("pg-connection-refused", "Postgres on the dev box refuses connections until restarted.")
         art = A.write_artifact(d / "art", con, SESSIONS, candidates=[
             pg,

@@ -10,8 +10,8 @@ import nbformat
 import papermill as pm
 import pytest
 
-from pipeline import db, ingest
-from tests.conftest import REPO, SAMPLES
+from pipeline import db
+from tests.conftest import REPO
 
 NOTEBOOK = REPO / "notebooks" / "cache_anchoring.ipynb"
 PLOTS = ("daily_cached_rate.png", "crossing_vs_other.png", "lost_by_cause.png", "cache_cliffs.png")
@@ -59,10 +59,8 @@ def test_notebook_simulates_by_default_and_writes_plots(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_notebook_runs_on_a_warehouse(tmp_path: Path) -> None:
-    warehouse = tmp_path / "w.duckdb"
-    with db.writing(warehouse) as con:
-        ingest.ingest(con, [SAMPLES])
+def test_notebook_runs_on_a_warehouse(tmp_path: Path, samples_copy: Path) -> None:
+    warehouse = samples_copy
     out_dir = tmp_path / "real"
     _run(tmp_path, db=str(warehouse), source="claude-code", cutover="2026-10-25", out_dir=str(out_dir))
     metrics = json.loads((out_dir / "metrics.json").read_text())

@@ -8,9 +8,7 @@ from typing import Any
 
 import pytest
 
-from pipeline import db, ingest
 from pipeline.cli import main
-from tests.conftest import SAMPLES
 
 A1 = "7a6738d0-a8f0-4bb2-bf15-e9ff77de2e75"
 A2 = "94d17458-e734-483d-b466-8395216e13a2"
@@ -142,12 +140,9 @@ def test_the_rules_answer_passes_check_answer(wh: Path, tmp_path: Path, capsys: 
     assert code == 1 and all("not in this batch" in p["reason"] for p in doc["problems"])
 
 
-def test_sessions_flag_naming_unknown_or_no_session_is_a_usage_error(tmp_path, capsys) -> None:
+def test_sessions_flag_naming_unknown_or_no_session_is_a_usage_error(tmp_path, wh, capsys) -> None:
     from pipeline.cli import main
 
-    wh = tmp_path / "w.duckdb"
-    with db.writing(wh) as con:
-        ingest.ingest(con, [SAMPLES])
     answer = tmp_path / "a.json"
     answer.write_text('{"candidates": [], "commitments": [], "readSessionIds": []}')
     assert main(["check-answer", str(answer), "--sessions", "no-such-session", "--db", str(wh)]) == 2

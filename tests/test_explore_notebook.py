@@ -8,15 +8,11 @@ import nbformat
 import papermill as pm
 import pytest
 
-from pipeline import db, ingest
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import REPO
 
 
 @pytest.mark.slow
-def test_explore_notebook_runs_on_samples(tmp_path: Path) -> None:
-    wh = tmp_path / "w.duckdb"
-    with db.writing(wh) as con:
-        ingest.ingest(con, [SAMPLES])
+def test_explore_notebook_runs_on_samples(tmp_path: Path, wh: Path) -> None:
     out = tmp_path / "explore.ipynb"
     pm.execute_notebook(str(REPO / "notebooks" / "explore.ipynb"), str(out), parameters={"db": str(wh)},
                         cwd=str(REPO), progress_bar=False, kernel_name="python3")

@@ -17,7 +17,7 @@ from pipeline.cli import main
 from pipeline.errors import UsageError
 from pipeline.importers import import_calls, parse_mapping, read_calls
 from pipeline.importers import values as v
-from tests.conftest import SAMPLES, write_jsonl
+from tests.conftest import SAMPLES, copy_samples, write_jsonl
 
 DATA = Path(__file__).parent / "data" / "importers"
 TOKENS = "prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens"
@@ -330,9 +330,8 @@ def test_lookup_flat_nested_and_json_text() -> None:
 
 
 @pytest.fixture(scope="module")
-def samples_db(tmp_path_factory) -> duckdb.DuckDBPyConnection:
-    con = db.connect(tmp_path_factory.mktemp("imp") / "w.duckdb")
-    assert not ingest.ingest(con, [SAMPLES]).errors
+def samples_db(tmp_path_factory, samples_warehouse: Path) -> duckdb.DuckDBPyConnection:
+    con = db.connect(copy_samples(samples_warehouse, tmp_path_factory.mktemp("imp")))
     yield con
     con.close()
 

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import apply, db, ingest, review
+from pipeline import apply, db, review
 from pipeline.corpus import Corpus
 from pipeline.errors import UsageError
 from tests import artifacts as A
-from tests.conftest import SAMPLES
 
 ROTATE = A.commitment("user-rotate-staging-credentials")
 SHIM = A.commitment("agent-remove-compat-shim")
@@ -18,11 +17,8 @@ DOCS = A.commitment("agent-document-locale-fallback")
 
 
 @pytest.fixture
-def env(tmp_path: Path):
-    wh = tmp_path / "w.duckdb"
-    with db.writing(wh) as con:
-        ingest.ingest(con, [SAMPLES])
-    return tmp_path, wh, tmp_path / "corpus"
+def env(tmp_path: Path, samples_copy: Path):
+    return tmp_path, samples_copy, tmp_path / "corpus"
 
 
 def art(env, name: str, sessions: list[str], commitments: list[dict], run: str) -> Path:
