@@ -35,6 +35,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from pipeline.prices import by_model
 from pipeline.request_builder import ChatRequest, serialize
 from pipeline.tokens import BLOCK_OVERHEAD_TOKENS, block_tokens, estimate_tokens
 
@@ -100,13 +101,8 @@ class ProviderRules(BaseModel):
     lookback_blocks: int
 
     def min_tokens_for(self, model: str | None) -> int:
-        if model:
-            if model in self.min_tokens:
-                return self.min_tokens[model]
-            matches = [name for name in self.min_tokens if model.startswith(name)]
-            if matches:
-                return self.min_tokens[max(matches, key=len)]
-        return self.default_min_tokens
+        found = by_model(self.min_tokens, model)
+        return self.default_min_tokens if found is None else found
 
 
 def provider_rules(provider: str = "anthropic", retention: Retention = "short") -> ProviderRules:

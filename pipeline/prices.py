@@ -16,8 +16,9 @@ Multipliers the cache models rely on:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -131,15 +132,24 @@ DEFAULT_PRICES = PriceBook(
 )
 
 
+_T = TypeVar("_T")
+
+
+def by_model(entries: Mapping[str, _T], model: str | None) -> _T | None:
+    """The entry listed for `model`: its exact name, else the longest listed name that prefixes it
+    (dated snapshots such as claude-sonnet-4-5-20250929 fall under claude-sonnet-4-5)."""
+    if not model:
+        return None
+    if model in entries:
+        return entries[model]
+    matches = [name for name in entries if model.startswith(name)]
+    return entries[max(matches, key=len)] if matches else None
+
+
 def price_for(table: PriceTable, model: str | None) -> ModelPrice:
-    """Exact model, else the longest listed name that prefixes it (dated snapshots), else the default."""
-    if model:
-        if model in table.models:
-            return table.models[model]
-        matches = [name for name in table.models if model.startswith(name)]
-        if matches:
-            return table.models[max(matches, key=len)]
-    return table.models[table.default_model]
+    """The price listed for the model (see `by_model`), else the table's default."""
+    found = by_model(table.models, model)
+    return table.models[table.default_model] if found is None else found
 
 
 def load_prices(path: str | Path | None = None) -> PriceBook:
