@@ -498,6 +498,30 @@ class Claude(Session):
         self.pending += tokens(content if isinstance(content, str) else dumps(content))
         return self.user([block], tool_use_result=tool_use_result)
 
+    def take_subagent_report(
+        self, corpus: Corpus, sub: Claude, call: Json, report: str, *,
+        pause: tuple[float, float], duration_ms: int, tool_uses: int,
+    ) -> int:
+        """The subagent sends its report, its file joins the corpus, and the Task call returns it."""
+        sub.reply(report)
+        corpus.add(sub)
+        self.at(sub.clock)
+        self.advance(*pause)
+        return self.result(
+            call,
+            [{"type": "text", "text": report}],
+            {
+                "status": "completed",
+                "prompt": call["input"]["prompt"],
+                "agentId": sub.agent_id,
+                "content": [{"type": "text", "text": report}],
+                "totalDurationMs": duration_ms,
+                "totalTokens": sub.usage["prompt_tokens"] + sub.usage["completion_tokens"],
+                "totalToolUseCount": tool_uses,
+            },
+            duration=(0, 0),
+        )
+
     def _lead(self, pre: str | None, thinking: str | None) -> list[Json]:
         blocks = []
         if thinking:
@@ -1208,24 +1232,7 @@ def project_checkout(c: Corpus, x: Json) -> dict[str, Claude]:
         "tests/test_dates.py:4:from checkout.dates import parse_order_date",
         pre="Let me search the whole repository for the function name.",
     )
-    sa1.reply(report)
-    c.add(sa1)
-    a1.at(sa1.clock)
-    a1.advance(0.6, 1.2)
-    a1.result(
-        call,
-        [{"type": "text", "text": report}],
-        {
-            "status": "completed",
-            "prompt": sub_prompt,
-            "agentId": sa1.agent_id,
-            "content": [{"type": "text", "text": report}],
-            "totalDurationMs": 23480,
-            "totalTokens": sa1.usage["prompt_tokens"] + sa1.usage["completion_tokens"],
-            "totalToolUseCount": 1,
-        },
-        duration=(0, 0),
-    )
+    a1.take_subagent_report(c, sa1, call, report, pause=(0.6, 1.2), duration_ms=23480, tool_uses=1)
     a1.read("src/checkout/dates.py", DATES_PY)
     a1.edit(
         "src/checkout/dates.py",
@@ -1513,24 +1520,7 @@ def project_checkout(c: Corpus, x: Json) -> dict[str, Claude]:
         "def fetch_keyset(timeout: float = 30.0) -> dict:\n    return httpx.get(KEYS_URL, timeout=timeout).json()",
         pre="Let me confirm what the SDK does without a keyset.",
     )
-    sa2.reply(report)
-    c.add(sa2)
-    a3.at(sa2.clock)
-    a3.advance(0.5, 1.0)
-    a3.result(
-        call,
-        [{"type": "text", "text": report}],
-        {
-            "status": "completed",
-            "prompt": sub_prompt,
-            "agentId": sa2.agent_id,
-            "content": [{"type": "text", "text": report}],
-            "totalDurationMs": 31210,
-            "totalTokens": sa2.usage["prompt_tokens"] + sa2.usage["completion_tokens"],
-            "totalToolUseCount": 2,
-        },
-        duration=(0, 0),
-    )
+    a3.take_subagent_report(c, sa2, call, report, pause=(0.5, 1.0), duration_ms=31210, tool_uses=2)
     a3.edit(
         "src/checkout/webhooks.py",
         "    event = verify_webhook(body, signature)",
