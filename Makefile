@@ -30,11 +30,14 @@ demo: $(STAMP)
 	@echo "== warehouse: $(CURDIR)/data/warehouse.duckdb  (try: .venv/bin/pipeline sql \"SELECT * FROM memories\")"
 	@echo "== report:    $$(ls -t $(CURDIR)/data/runs/*/*/report.html 2>/dev/null | head -1)"
 
+# The type check runs first: the package promises type hints throughout, and CI runs only this target.
 test: $(STAMP)
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -n 2 -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline tests data/samples bench
+	$(BIN)/python -m mypy
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -350,8 +350,8 @@ def strip_date_change_notice(text: str) -> str:
 def _leading_text_after_notice(message: Mapping[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, list | tuple):
-        texts = [
-            part.get("text") if isinstance(part.get("text"), str) else ""
+        texts: list[str] = [
+            part["text"] if isinstance(part.get("text"), str) else ""
             for part in content
             if isinstance(part, Mapping) and part.get("type") == "text"
         ]

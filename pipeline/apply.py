@@ -229,7 +229,7 @@ def _land_tasks(corpus: Corpus, art: LoadedArtifact, answer: Answer, result: App
 # -- warehouse ---------------------------------------------------------------------------------------
 def mirror_corpus(con: duckdb.DuckDBPyConnection, corpus: Corpus) -> None:
     """Make `memories`, `memory_links` and `tasks` equal to what the corpus holds (inside the caller's transaction)."""
-    commit_of = {}
+    commit_of: dict[str, str] = {}
     for c in corpus.commits():
         if c.subject.startswith("memory: ") and "Memory-Id" in c.trailers:
             commit_of.setdefault(c.trailers["Memory-Id"], c.sha)

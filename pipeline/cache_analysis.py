@@ -333,7 +333,7 @@ def cause_table(classified: pl.DataFrame) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for cause in CAUSES:
         match = stats.filter(pl.col("cause") == cause)
-        row = _records(match) if match.height else {"calls": 0, "sessions": 0, "prompt_tokens": 0, "cached_tokens": 0}
+        row: dict[str, Any] = _records(match) if match.height else {"calls": 0, "sessions": 0, "prompt_tokens": 0, "cached_tokens": 0}
         row.pop("cause", None)
         row["share_of_calls"] = row["calls"] / total
         out[cause] = row
@@ -362,7 +362,7 @@ def _session_cells(classified: pl.DataFrame) -> np.ndarray:
         .with_columns(pl.col("session_id").rank("dense").cast(pl.Int64).sub(1).alias("sid"))
         .collect()
     )
-    n_active = int(agg["sid"].max() + 1) if agg.height else 0
+    n_active = agg["sid"].n_unique() if agg.height else 0  # sid is a dense rank from 0
     values = np.zeros((n_active, 4, 4))
     if agg.height:
         sid = agg["sid"].to_numpy()

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.dates import date2num
 from matplotlib.figure import Figure
 
 from pipeline.cache_analysis import CAUSES, CacheReport
@@ -38,7 +39,7 @@ def daily_cached_rate(daily: pl.DataFrame, cutover: dt.date, path: str | Path) -
     days = daily["local_date"].to_list()
     ax.plot(days, daily["token_share"].to_numpy(), marker="o", markersize=3, label="token-weighted")
     ax.plot(days, daily["request_share"].to_numpy(), marker=".", markersize=3, alpha=0.7, label="request-weighted")
-    ax.axvline(cutover, color="tab:red", linestyle="--", linewidth=1)
+    ax.axvline(date2num(cutover), color="tab:red", linestyle="--", linewidth=1)
     ax.annotate("cutover", (cutover, 0.02), xycoords=("data", "axes fraction"), color="tab:red", fontsize=8,
                 xytext=(3, 0), textcoords="offset points")
     ax.set_ylim(0, 1.02)

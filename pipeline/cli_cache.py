@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Reads llm_calls from the warehouse (read-only) or a Parquet/JSONL file.",
     )
     source = p.add_mutually_exclusive_group()
-    add_db(source)  # type: ignore[arg-type]  # a group has the same add_argument
+    add_db(source)  # a group has the same add_argument
     source.add_argument("--calls", metavar="FILE", help="a Parquet or JSONL file of llm_calls rows instead of the warehouse")
     p.add_argument("--cutover", type=_date, required=True, metavar="DATE", help="the day anchored dates were deployed")
     p.add_argument("--source", metavar="S", help="only calls of this source (default: all)")

@@ -6,6 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CLAUDE = "claude-code"
 CODEX = "codex"
@@ -54,7 +55,7 @@ def sniff(head_lines: list[bytes]) -> Identity:
     for rec in records:
         payload = rec.get("payload")
         if rec.get("type") in CODEX_TYPES and isinstance(payload, dict):
-            meta = next(
+            meta: dict[str, Any] = next(
                 (r["payload"] for r in records if r.get("type") == "session_meta" and isinstance(r.get("payload"), dict)),
                 {},
             )

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from pipeline import db, derive, formats
+from pipeline import derive, formats
 from pipeline.errors import UsageError
 
 CHUNK_BYTES = 16 * 1024 * 1024
@@ -562,11 +562,10 @@ def ingest(
     report = IngestReport()
     files = discover(paths, report.warnings)
     # DuckDB would otherwise cache up to 80 % of RAM while loading; ingest streams, so cap it.
-    previous = db.one(
-        con,
+    previous = con.execute(
         "SELECT current_setting('memory_limit'), current_setting('preserve_insertion_order'), "
-        "current_setting('force_compression')",
-    )
+        "current_setting('force_compression')"
+    ).fetchall()[0]
     con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
     # Each INSERT is already sorted by (session_id, line_no); letting DuckDB write its row groups in
     # parallel keeps every row group clustered while halving the write time.

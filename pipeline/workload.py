@@ -390,7 +390,7 @@ def _tools() -> list[dict[str, Any]]:
 
 
 TOOLS = _tools()
-PERSONAS = {
+PERSONAS: dict[str, str] = {
     kind: f"## Persona\n\nYou are the {kind} agent of this workspace. " + _filler(random.Random(10 + i), 1600)
     for i, kind in enumerate(KINDS)
 }
@@ -541,7 +541,7 @@ class _ScriptWriter:
         for k in range(calls):
             final = k == calls - 1
             if final:
-                reply = {"role": "assistant", "content": f"{tag}.{k} " + _filler(rng, _chars(rng, REPLY_TOKENS))}
+                reply: dict[str, Any] = {"role": "assistant", "content": f"{tag}.{k} " + _filler(rng, _chars(rng, REPLY_TOKENS))}
                 completion = self._message_tokens(reply)
                 self.pending_final = reply
             else:

@@ -92,7 +92,7 @@ DAY = 86400.0
 
 # Codes of the changed_sections column.
 _CHANGED = [None, [], ["current-date"], ["memory"], ["memory", "current-date"]]
-_KIND_CODE = {kind: i for i, kind in enumerate(KINDS)}
+_KIND_CODE: dict[str, int] = {kind: i for i, kind in enumerate(KINDS)}
 
 
 @dataclass(frozen=True, slots=True)
