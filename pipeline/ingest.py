@@ -2,8 +2,8 @@
 
 A file is read in bounded chunks from the byte where the previous ingest stopped, split on `\\n`
 only (every other byte, `\\r` included, stays in the line), and appended to `lines` in
-(session_id, line_no) order. Each file is one transaction: a crash leaves the file either fully
-recorded up to a line boundary or not touched at all.
+(session_id, line_no) order. Files are taken in transactions of about GROUP_BYTES of new data: a
+crash leaves every file either as the previous ingest left it or read up to a line boundary.
 """
 
 from __future__ import annotations
