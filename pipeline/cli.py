@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import os
 import sys
@@ -34,15 +35,35 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 COMMAND_MODULES = tuple(COMMANDS)
 
 
+# The command line being parsed, so that a usage error can honour --json (argparse does not say).
+_argv: list[str] = []
+
+
+def _options_part(argv: Sequence[str]) -> list[str]:
+    return list(argv[: argv.index("--")] if "--" in argv else argv)
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    options = _options_part(argv)
+    if "--json" in options or "--format=json" in options:
+        return True
+    return any(a == "--format" and b == "json" for a, b in itertools.pairwise(options))
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that says what to do next on a usage error (exit 2)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         hint = ""
-        if "required" in message or "unrecognized arguments" in message:
-            hint = "\n(an argument that starts with '-' goes after '--', e.g. pipeline search ID -- '-m pytest')"
-        self.exit(2, f"{self.prog}: error: {message}{hint}\n(see `{self.prog} --help`)\n")
+        # A value that starts with '-' reads as an unknown option, and its argument then seems missing.
+        unknown = [a for a in _options_part(_argv) if a.startswith("-") and a.split("=")[0] not in self._option_string_actions]
+        if "unrecognized arguments: -" in message or ("required" in message and unknown):
+            hint = "\n(an argument that starts with '-' goes after '--', e.g. pipeline search -- ID '-m pytest')"
+        full = f"{self.prog}: error: {message}{hint}\n(see `{self.prog} --help`)\n"
+        if _wants_json(_argv):
+            print_json({"error": f"{message}{hint}", "exitCode": 2})
+        self.exit(2, full)
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -108,6 +129,7 @@ def _fail(args: argparse.Namespace, message: str, code: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    _argv[:] = argv
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

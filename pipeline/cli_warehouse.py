@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
+import shlex
 import sys
 from typing import Any
 
@@ -13,38 +15,63 @@ from pipeline.errors import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ingest", help="read new transcript lines into the warehouse (incremental)")
+    p = sub.add_parser(
+        "ingest", help="read new transcript lines into the warehouse (incremental)",
+        description="Store every line of every *.jsonl under PATH in the warehouse, reading each file from "
+        "where the last ingest stopped. Lines that are not JSON or not UTF-8 are kept and counted as problems; "
+        "see them with: pipeline sql \"SELECT * FROM ingest_problems\".",
+    )
     p.add_argument("paths", nargs="+", metavar="PATH", help="transcript files or folders (every *.jsonl below)")
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("sql", help="run a SQL query against the warehouse (read-only)")
-    p.add_argument("query", metavar="QUERY")
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p = sub.add_parser(
+        "sql", help="run a SQL query against the warehouse (read-only)",
+        description="Run one SQL query on a read-only connection. Tables and views: sessions, lines, messages, "
+        "tool_calls, tool_results, usage, llm_calls, memories, tasks, watermarks, ingest_problems.",
+    )
+    p.add_argument("query", metavar="QUERY", help='e.g. "SELECT * FROM usage LIMIT 5" (quote it for the shell)')
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default table)")
+    p.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
     add_db(p)
     p.set_defaults(func=cmd_sql)
 
-    p = sub.add_parser("sessions", help="list sessions in the list_sessions shape")
+    p = sub.add_parser(
+        "sessions", help="list sessions: span, prompts, turns, lines, linked memories, where the next night starts",
+        description="One entry per session (the list_sessions tool's shape with --json).",
+    )
     p.add_argument("--pending", action="store_true", help="only what the next night will offer")
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_sessions)
 
-    p = sub.add_parser("search", help="literal, case-sensitive search in one session's transcript")
-    p.add_argument("session_id", metavar="SESSION_ID")
-    p.add_argument("phrase", metavar="PHRASE")
-    p.add_argument("--max-hits", type=int, default=tools.MAX_HITS, metavar="N")
-    p.add_argument("--context", type=int, default=tools.CONTEXT_CHARS, metavar="N", help="characters each side")
+    p = sub.add_parser(
+        "search", help="literal, case-sensitive search in one session's transcript",
+        description="Every occurrence of PHRASE in one session, as typed: no regex, no wildcards, case-sensitive. "
+        "`total` counts every occurrence even when the listing is cut. A phrase that starts with '-' goes "
+        "after '--': pipeline search -- SESSION_ID '-m pytest'.",
+    )
+    p.add_argument("session_id", metavar="SESSION_ID", help="from `pipeline sessions`")
+    p.add_argument("phrase", metavar="PHRASE", help="the exact text to find")
+    p.add_argument("--max-hits", type=int, default=tools.MAX_HITS, metavar="N",
+                   help=f"occurrences listed (default {tools.MAX_HITS})")
+    p.add_argument("--context", type=int, default=tools.CONTEXT_CHARS, metavar="N",
+                   help=f"characters shown each side (default {tools.CONTEXT_CHARS})")
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("read", help="print lines START..END of one session")
-    p.add_argument("session_id", metavar="SESSION_ID")
-    p.add_argument("start", type=int, metavar="START")
-    p.add_argument("end", type=int, metavar="END")
-    p.add_argument("--width", type=int, default=tools.DEFAULT_WIDTH, metavar="N")
+    p = sub.add_parser(
+        "read", help="print lines START..END of one session",
+        description=f"Lines START to END (numbered from 1, both included) of one session, each cut at --width "
+        f"characters; at most {tools.MAX_READ_LINES} lines and {tools.MAX_RESULT_CHARS:,} characters per read.",
+    )
+    p.add_argument("session_id", metavar="SESSION_ID", help="from `pipeline sessions`")
+    p.add_argument("start", type=int, metavar="START", help="first line (1-based)")
+    p.add_argument("end", type=int, metavar="END", help="last line, included")
+    p.add_argument("--width", type=int, default=tools.DEFAULT_WIDTH, metavar="N",
+                   help=f"characters per line (default {tools.DEFAULT_WIDTH}, at most {tools.MAX_WIDTH})")
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_read)
@@ -63,6 +90,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
+    args.json = args.format == "json"  # an error is then a JSON document too
     with db.reading(args.db) as con:
         try:
             cur = con.execute(args.query)
@@ -88,7 +116,9 @@ def _table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     table = Table(*columns, show_lines=False)
     for r in rows:
         table.add_row(*["" if v is None else str(v) for v in r])
-    Console(width=200).print(table)
+    # A terminal's own width; piped output is not wrapped at 80 columns unless COLUMNS says so.
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
+    Console(width=width).print(table)
     sys.stderr.write(f"{len(rows)} rows\n")
 
 
@@ -130,8 +160,19 @@ def cmd_read(args: argparse.Namespace) -> int:
     for line in result["lines"]:
         tail = " …[cut]" if line["cut"] else ""
         sys.stdout.write(f"{line['line']}\t{line['text']}{tail}\n")
+    shown_to = result["end"]
     if result["truncated"]:
-        sys.stderr.write(f"listing truncated at line {result['end']} (at most {tools.MAX_READ_LINES} lines per read)\n")
+        limit = (
+            f"at most {tools.MAX_READ_LINES} lines per read" if len(result["lines"]) >= tools.MAX_READ_LINES
+            else f"at most {tools.MAX_RESULT_CHARS:,} characters per read; a smaller --width fits more lines"
+        )
+        rest_to = min(args.end, result["lineCount"])
+        sys.stderr.write(
+            f"listing stopped after line {shown_to} ({limit}); "
+            f"continue with: pipeline read {shlex.quote(args.session_id)} {shown_to + 1} {rest_to}\n"
+        )
+    elif args.end > shown_to:
+        sys.stderr.write(f"session {args.session_id} has {result['lineCount']} lines; shown {args.start}..{shown_to}\n")
     return 0
 
 

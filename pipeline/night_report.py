@@ -40,8 +40,10 @@ def tables(db_file: str | Path, run_id: str, run_dir: str | Path) -> dict[str, A
         batches = db.frame(con, "SELECT batch_id, status, reason, len(sessions) AS sessions, artifact_dir, details "
                                 "FROM batches WHERE run_id = ? ORDER BY batch_id", [run_id])
         memories = db.frame(con, "SELECT memory_id, kind, claim, path FROM memories WHERE run_id = ? ORDER BY path", [run_id])
-        calls = db.frame(con, "SELECT batch_id, any_value(model) AS model, count(*) AS calls, sum(prompt_tokens) AS prompt, "
-                              "sum(cached_tokens) AS cached, sum(completion_tokens) AS completion "
+        # sum() of BIGINT is a 128-bit integer, which reaches Python as a Decimal: keep plain integers.
+        calls = db.frame(con, "SELECT batch_id, any_value(model) AS model, count(*) AS calls, "
+                              "sum(prompt_tokens)::BIGINT AS prompt, sum(cached_tokens)::BIGINT AS cached, "
+                              "sum(completion_tokens)::BIGINT AS completion "
                               "FROM llm_calls WHERE source = 'consolidator' AND run_id = ? GROUP BY batch_id", [run_id])
         wm = db.frame(con, "SELECT session_id, line_count FROM watermarks WHERE run_id = ? ORDER BY session_id", [run_id])
         tasks_all = db.frame(con, "SELECT task_id, status, actor, statement, due_hint FROM tasks ORDER BY status, task_id")

@@ -157,3 +157,41 @@ def test_unknown_verb_is_a_usage_error_naming_the_choices(capsys) -> None:
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'ingset'" in err and "ingest" in err
+
+
+def test_a_parsing_error_with_json_is_still_one_json_document(ingested: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["read", "S1", "a", "b", "--json", "--db", str(ingested)])
+    assert exc.value.code == 2
+    assert json.loads(capsys.readouterr().out) == {"error": "argument START: invalid int value: 'a'", "exitCode": 2}
+
+
+def test_dash_hint_only_when_a_dash_value_is_the_likely_cause(ingested: Path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["search", "S1", "-m", "--db", str(ingested)])
+    assert "goes after '--'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["read", "S1", "3", "--db", str(ingested)])
+    assert "goes after '--'" not in capsys.readouterr().err
+
+
+def test_sql_json_is_format_json_and_errors_follow_it(ingested: Path, capsys) -> None:
+    code, doc = run_json(capsys, ["sql", "SELECT 1 AS a", "--json", "--db", str(ingested)])
+    assert code == 0 and doc == [{"a": 1}]
+    code, doc = run_json(capsys, ["sql", "SELECT nonsense FROM nowhere", "--json", "--db", str(ingested)])
+    assert code == 2 and doc["exitCode"] == 2 and "the query failed" in doc["error"]
+
+
+def test_read_says_which_limit_cut_the_listing_and_where_to_go_on(tmp_path: Path, capsys) -> None:
+    write_jsonl(tmp_path / "t" / "big.jsonl", [{"type": "user", "sessionId": "B", "n": i, "pad": "x" * 900} for i in range(300)])
+    db_file = str(tmp_path / "w.duckdb")
+    assert main(["ingest", str(tmp_path / "t"), "--db", db_file]) == 0
+    capsys.readouterr()
+    assert main(["read", "B", "1", "300", "--width", "4000", "--db", db_file]) == 0
+    out, err = capsys.readouterr()
+    shown = len(out.splitlines())
+    assert shown < 200 and "60,000 characters" in err and f"pipeline read B {shown + 1} 300" in err
+    assert main(["read", "B", "1", "300", "--width", "10", "--db", db_file]) == 0
+    assert "(at most 200 lines per read); continue with: pipeline read B 201 300" in capsys.readouterr().err
+    assert main(["read", "B", "290", "400", "--db", db_file]) == 0
+    assert "session B has 300 lines; shown 290..300" in capsys.readouterr().err

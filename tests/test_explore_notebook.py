@@ -21,3 +21,6 @@ def test_explore_notebook_runs_on_samples(tmp_path: Path, wh: Path) -> None:
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "claude-code" in text and "shape:" in text
+    # The daily cached share is a real fraction (a 128-bit sum once made polars divide decimals to 1).
+    usage = next(t for t in (str(o.get("data", {}).get("text/plain", "")) for o in outputs) if "cached_share" in t)
+    assert "f64" in usage and "decimal" not in usage
