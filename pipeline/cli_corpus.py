@@ -30,9 +30,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.set_defaults(func=cmd_memories)
 
-    p = sub.add_parser("tasks", help="list proposed tasks, or confirm / reject one")
-    p.add_argument("action", nargs="?", choices=("list", "confirm", "reject", "done"), default="list")
-    p.add_argument("task_id", nargs="?", metavar="ID")
+    p = sub.add_parser(
+        "tasks", help="list open tasks, or confirm / reject / close one",
+        description="Tasks come from commitments in transcripts and wait in the corpus for review. "
+        "`confirm` accepts a proposed task (or reopens a closed one), `reject` drops it, `done` closes it.",
+    )
+    p.add_argument("action", nargs="?", choices=("list", "confirm", "reject", "done"), default="list",
+                   help="what to do (default list)")
+    p.add_argument("task_id", nargs="?", metavar="ID", help="a task id from the listing, e.g. task-3ed08e4328")
     p.add_argument("--all", action="store_true", help="list tasks in every status, not only open ones")
     add_db(p)
     _add_corpus(p)

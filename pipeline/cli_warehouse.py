@@ -86,6 +86,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     else:
         sys.stderr.write(f"ingested {report.summary()} into {db.config.db_path(args.db)}\n")
+        if report.problems:
+            noisy = sorted((f for f in report.files if f.problems), key=lambda f: -f.problems)
+            for f in noisy[:5]:
+                sys.stderr.write(f"  {f.problems} problem(s) in {f.path}\n")
+            if len(noisy) > 5:
+                sys.stderr.write(f"  … and {len(noisy) - 5} more file(s)\n")
+            sys.stderr.write(
+                "  each one, with its line: pipeline sql \"SELECT * FROM ingest_problems ORDER BY path, line_no\"\n"
+            )
     return 1 if report.errors else 0
 
 

@@ -20,9 +20,9 @@ import pyarrow as pa
 from pipeline import formats
 
 # Claude Code user records that are output of local commands or interruptions, not prompts.
-_CLAUDE_NOT_PROMPT = ("<local-command-stdout>", "<local-command-stderr>", "[Request interrupted")
+CLAUDE_NOT_PROMPT = ("<local-command-stdout>", "<local-command-stderr>", "[Request interrupted")
 # Codex injects these as user/developer messages; they are context, not prompts.
-_CODEX_INJECTED = ("<environment_context>", "<user_instructions>", "<permissions", "# AGENTS.md", "<INSTRUCTIONS>")
+CODEX_INJECTED = ("<environment_context>", "<user_instructions>", "<permissions", "# AGENTS.md", "<INSTRUCTIONS>")
 
 # Every field any format needs, extracted with a single parse of each line.
 FIELDS: dict[str, str] = {
@@ -201,10 +201,10 @@ def fold(con: duckdb.DuckDBPyConnection, proj: pl.DataFrame, targets: dict[str, 
 def _claude(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int]) -> pl.DataFrame:
     users = df.filter((pl.col("type") == "user") & (pl.col("is_meta").fill_null("false") != "true"))
     string_prompt = pl.col("block0").is_null() & pl.col("prompt_head").is_not_null() & (pl.col("prompt_head") != "")
-    for prefix in _CLAUDE_NOT_PROMPT:
+    for prefix in CLAUDE_NOT_PROMPT:
         string_prompt = string_prompt & ~pl.col("prompt_head").str.starts_with(prefix)
     block_prompt = pl.col("block0").is_in(["text", "image"])
-    for prefix in _CLAUDE_NOT_PROMPT:
+    for prefix in CLAUDE_NOT_PROMPT:
         block_prompt = block_prompt & ~pl.col("block0_text").fill_null("").str.starts_with(prefix)
     counted = users.filter(string_prompt | block_prompt).group_by("session_id").len()
     new_counts = dict(counted.iter_rows())
@@ -240,7 +240,7 @@ def _claude(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int
 def _codex(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int]) -> pl.DataFrame:
     def injected(col: str) -> pl.Expr:
         out = pl.lit(False)
-        for prefix in _CODEX_INJECTED:
+        for prefix in CODEX_INJECTED:
             out = out | pl.col(col).fill_null("").str.strip_chars_start().str.starts_with(prefix)
         return out
 

@@ -87,7 +87,8 @@ class IngestReport:
             "warnings": self.warnings,
             "errors": [{"path": f.path, "message": f.message} for f in self.errors],
             "changed": [
-                {"path": f.path, "sessionId": f.session_id, "action": f.action, "newLines": f.new_lines}
+                {"path": f.path, "sessionId": f.session_id, "action": f.action, "newLines": f.new_lines,
+                 "problems": f.problems}
                 for f in self.files
                 if f.action != "unchanged"
             ],

@@ -174,6 +174,14 @@ def _applied(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+@step("006_messages_is_prompt")
+def _messages_is_prompt(con: duckdb.DuckDBPyConnection) -> None:
+    # messages gains is_prompt, so that "what the user asked" leaves out injected context.
+    from pipeline.views import create_views
+
+    create_views(con)
+
+
 def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ)"

@@ -44,6 +44,10 @@ def set_status(task_id: str, status: str, *, db_file: str | Path | None = None,
         path, doc = found[0]
         if doc.status == status:
             return {**_entry(path, doc, corpus.root), "unchanged": True}
+        if status not in tasks.MOVES[doc.status]:
+            verbs = {"confirmed": "confirm", "rejected": "reject", "done": "done"}
+            allowed = ", ".join(f"`pipeline tasks {verbs[s]} {task_id}`" for s in tasks.MOVES[doc.status])
+            raise UsageError(f"task {task_id} is {doc.status}, so it cannot become {status}; possible: {allowed}")
         today = dt.date.today().isoformat()
         new = doc.model_copy(update={"status": status, "closed": today if status in ("rejected", "done") else None})
         taken = {p: d.id for p, d in tasks.load_all(corpus.root)}

@@ -22,6 +22,14 @@ from pipeline.redact import redact
 
 STATUSES = ("proposed", "confirmed", "rejected", "done")
 OPEN = ("proposed", "confirmed")
+# Where a reviewer may move a task from each status. A closed task is reopened by confirming it;
+# it does not jump from done to rejected or back.
+MOVES: dict[str, tuple[str, ...]] = {
+    "proposed": ("confirmed", "rejected", "done"),
+    "confirmed": ("rejected", "done"),
+    "rejected": ("confirmed",),
+    "done": ("confirmed",),
+}
 CONFIDENCE_FLOOR = 0.6
 
 

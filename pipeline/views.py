@@ -8,6 +8,33 @@ from __future__ import annotations
 
 import duckdb
 
+from pipeline.derive import CLAUDE_NOT_PROMPT, CODEX_INJECTED
+
+
+def _starts_with_any(expr: str, prefixes: tuple[str, ...]) -> str:
+    # The prefixes are the package's own constants, written in as SQL string literals.
+    literals = ", ".join("'" + p.replace("'", "''") + "'" for p in prefixes)
+    return f"list_bool_or([starts_with({expr}, p) FOR p IN [{literals}]])"
+
+
+# `is_prompt` marks exactly the lines that `sessions.prompts` counts (pipeline/derive.py): what the
+# user typed, not command output, interruptions, meta lines or context the harness injects.
+_CLAUDE_IS_PROMPT = f"""
+    json_extract_string(l.text, '$.type') = 'user'
+    AND coalesce(json_extract_string(l.text, '$.isMeta'), 'false') <> 'true'
+    AND CASE WHEN json_extract_string(l.text, '$.message.content[0].type') IS NULL
+             THEN coalesce(json_extract_string(l.text, '$.message.content'), '') <> ''
+                  AND NOT {_starts_with_any("json_extract_string(l.text, '$.message.content')", CLAUDE_NOT_PROMPT)}
+             ELSE json_extract_string(l.text, '$.message.content[0].type') IN ('text', 'image')
+                  AND NOT {_starts_with_any("coalesce(json_extract_string(l.text, '$.message.content[0].text'), '')", CLAUDE_NOT_PROMPT)}
+        END
+"""
+_CODEX_IS_PROMPT = f"""
+    json_extract_string(l.text, '$.payload.role') = 'user'
+    AND json_extract_string(l.text, '$.payload.content[0].text') IS NOT NULL
+    AND NOT {_starts_with_any("ltrim(json_extract_string(l.text, '$.payload.content[0].text'), chr(32) || chr(9) || chr(10) || chr(13))", CODEX_INJECTED)}
+"""
+
 # Text of a Claude Code message: the string content, or its text blocks joined by newlines.
 _CLAUDE_TEXT = """
     CASE json_type(l.text, '$.message.content')
@@ -22,7 +49,8 @@ CREATE OR REPLACE VIEW messages AS
 SELECT l.session_id, l.line_no,
        json_extract_string(l.text, '$.message.role') AS role,
        TRY_CAST(json_extract_string(l.text, '$.timestamp') AS TIMESTAMPTZ) AS "at",
-       NULLIF({_CLAUDE_TEXT}, '') AS text
+       NULLIF({_CLAUDE_TEXT}, '') AS text,
+       coalesce({_CLAUDE_IS_PROMPT}, false) AS is_prompt
 FROM lines l JOIN sessions s USING (session_id)
 WHERE s.format = 'claude-code' AND json_valid(l.text)
   AND json_extract_string(l.text, '$.type') IN ('user', 'assistant')
@@ -31,7 +59,8 @@ UNION ALL
 SELECT l.session_id, l.line_no,
        json_extract_string(l.text, '$.payload.role') AS role,
        TRY_CAST(json_extract_string(l.text, '$.timestamp') AS TIMESTAMPTZ) AS "at",
-       array_to_string(list_filter(json_extract_string(l.text, '$.payload.content[*].text'), lambda x: x IS NOT NULL), chr(10))
+       array_to_string(list_filter(json_extract_string(l.text, '$.payload.content[*].text'), lambda x: x IS NOT NULL), chr(10)),
+       coalesce({_CODEX_IS_PROMPT}, false)
 FROM lines l JOIN sessions s USING (session_id)
 WHERE s.format = 'codex' AND json_valid(l.text)
   AND json_extract_string(l.text, '$.type') = 'response_item'
@@ -40,7 +69,8 @@ UNION ALL
 SELECT l.session_id, l.line_no,
        json_extract_string(l.text, '$.role'),
        TRY_CAST(coalesce(json_extract_string(l.text, '$.timestamp'), json_extract_string(l.text, '$.created_at')) AS TIMESTAMPTZ),
-       coalesce(json_extract_string(l.text, '$.content'), json_extract_string(l.text, '$.text'))
+       coalesce(json_extract_string(l.text, '$.content'), json_extract_string(l.text, '$.text')),
+       json_extract_string(l.text, '$.role') = 'user'
 FROM lines l JOIN sessions s USING (session_id)
 WHERE s.format = 'jsonl' AND json_valid(l.text) AND json_extract_string(l.text, '$.role') IS NOT NULL
 """

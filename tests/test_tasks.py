@@ -95,3 +95,15 @@ def test_confirm_and_reject(env) -> None:
     assert sum(s.startswith("tasks: confirm ") for s in subjects) == 1 and sum(s.startswith("tasks: reject ") for s in subjects) == 1
     with pytest.raises(UsageError, match="no task"):
         review.set_status("task-nope", "confirmed", db_file=wh, corpus_dir=corpus)
+
+
+def test_a_closed_task_is_reopened_by_confirming_not_flipped(env) -> None:
+    _, wh, corpus = env
+    apply.apply(art(env, "c1", [ROTATE["sessionId"]], [A.commitment_entry("user-rotate-staging-credentials")], "r1"),
+                db_file=wh, corpus_dir=corpus)
+    task = review.list_tasks(db_file=wh)[0]
+    review.set_status(task["id"], "done", db_file=wh, corpus_dir=corpus)
+    with pytest.raises(UsageError, match="is done, so it cannot become rejected; possible: `pipeline tasks confirm"):
+        review.set_status(task["id"], "rejected", db_file=wh, corpus_dir=corpus)
+    assert review.set_status(task["id"], "confirmed", db_file=wh, corpus_dir=corpus)["status"] == "confirmed"
+    assert review.set_status(task["id"], "rejected", db_file=wh, corpus_dir=corpus)["status"] == "rejected"

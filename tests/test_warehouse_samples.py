@@ -110,3 +110,18 @@ def test_views_show_messages_tool_calls_and_results(samples_db) -> None:
         "SELECT count(*) FROM tool_results r ANTI JOIN tool_calls c USING (session_id, call_id)"
     ).fetchall()[0][0]
     assert orphans == 0
+
+
+def test_messages_mark_exactly_the_prompts_that_sessions_count(samples_db) -> None:
+    marked = dict(samples_db.execute(
+        "SELECT s.session_id, count(m.line_no) FILTER (WHERE m.is_prompt) FROM sessions s "
+        "LEFT JOIN messages m USING (session_id) GROUP BY s.session_id"
+    ).fetchall())
+    assert marked == {e["sessionId"]: e["prompts"] for e in EXPECTED["sessions"]}
+    # Harness text (injected context, command output, interruptions) is a user row but not a prompt.
+    leaked = samples_db.execute(
+        "SELECT text FROM messages WHERE is_prompt AND (text LIKE '<environment_context>%' "
+        "OR text LIKE '<local-command-stdout>%' OR text LIKE '[Request interrupted%' OR text LIKE '<user_instructions>%')"
+    ).fetchall()
+    assert leaked == []
+    assert samples_db.execute("SELECT count(*) FROM messages WHERE role = 'user' AND NOT is_prompt").fetchall()[0][0] > 0
