@@ -50,7 +50,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.errors import UsageError
-from pipeline.prices import PriceBook, load_prices, price_for
+from pipeline.prices import PriceBook, PriceTable, by_model, load_prices, price_for
 
 __all__ = [
     "CAUSES",
@@ -127,6 +127,7 @@ class CacheReport(BaseModel):
     cost: dict[str, Any]
     agreement: dict[str, Any] | None = None
     simulation: dict[str, Any] | None = None
+    notes: list[str] = Field(default_factory=list, description="why a figure is missing or may mislead")
 
 
 # --------------------------------------------------------------------------- loading
@@ -590,5 +591,43 @@ def analyze(
         causes=cause_table(classified),
         cost=cost_by_cause(classified, provider=config.provider, ttl_seconds=config.ttl_seconds, prices=prices),
         agreement=agreement(classified),
+        notes=_notes(classified, effect, config, (prices or load_prices()).table(config.provider)),
     )
     return report, classified
+
+
+_CELL_WORDS = {
+    "crossing_before": "first call after midnight before the cutover",
+    "crossing_after": "first call after midnight after the cutover",
+    "other_before": "other within-TTL call before the cutover",
+    "other_after": "other within-TTL call after the cutover",
+}
+
+
+def _notes(classified: pl.DataFrame, effect: Effect, config: AnalysisConfig, table: PriceTable) -> list[str]:
+    """Plain words for what the figures alone do not say: a missing estimate, a guessed price."""
+    notes: list[str] = []
+    periods = dict(classified.group_by("period").len().iter_rows())
+    days = classified.select(pl.col("at").dt.convert_time_zone(config.tz).dt.date().alias("d")).get_column("d")
+    first, last = days.min(), days.max()
+    span = f"the calls run from {first!s} to {last!s} ({config.tz})"
+    if not periods.get("after"):
+        notes.append(f"no calls after the cutover {config.cutover}: {span}, so there is nothing to compare")
+    elif not periods.get("before"):
+        notes.append(f"no calls before the cutover {config.cutover}: {span}, so there is nothing to compare")
+    elif effect.estimate is None:
+        empty = [words for key, words in _CELL_WORDS.items() if not effect.calls.get(key)]
+        notes.append(
+            "no effect estimate: the difference-in-differences needs calls of four kinds, and there is no "
+            + " and no ".join(empty) + f" ({span})"
+        )
+    per_model = dict(classified.group_by("model").len().iter_rows())
+    guessed = {m: n for m, n in per_model.items() if by_model(table.models, m) is None}
+    if guessed:
+        names = sorted("(no model)" if m is None else str(m) for m in guessed)
+        notes.append(
+            f"{sum(guessed.values()):,} calls use models the {config.provider} price table does not list "
+            f"({', '.join(names[:5])}{', …' if len(names) > 5 else ''}); they are priced as {table.default_model}. "
+            "Pass --provider for their provider, or --prices FILE"
+        )
+    return notes

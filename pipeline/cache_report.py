@@ -192,6 +192,9 @@ def render_table(report: CacheReport) -> str:
     if report.agreement:
         lines.append("")
         lines.append(f"classification agrees with true_cause on {_pct(report.agreement['rate'])} of {report.agreement['calls']:,} calls")
+    if report.notes:
+        lines.append("")
+        lines.extend(f"note: {note}" for note in report.notes)
     return "\n".join(lines)
 
 
@@ -229,4 +232,5 @@ def closing_note(report: CacheReport, bench: dict[str, Any] | None = None) -> st
         )
     else:
         parts.append("- Benchmark: not run yet on this machine (`make bench` writes bench/out/results.json).")
+    parts.extend(f"- Note: {note}" for note in report.notes)
     return "\n".join(parts)

@@ -181,6 +181,23 @@ def test_no_crossing_calls_means_no_estimate() -> None:
     assert report.effect.estimate is None and report.effect.ci_low is None
 
 
+def test_notes_say_why_there_is_no_estimate_and_which_prices_were_guessed() -> None:
+    frame = _did_fixture(after_cross_share=0.9)
+    report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 10, 15), bootstrap=50))
+    assert report.notes == []  # every cell has calls and every model has a price
+    report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 12, 31), bootstrap=50))
+    assert report.notes == ["no calls after the cutover 2026-12-31: the calls run from 2026-10-12 to 2026-10-17 (UTC), "
+                            "so there is nothing to compare"]
+    rows = [{"s": "a", "t": 0, "p": 10_000, "c": 0}, {"s": "a", "t": 60, "p": 11_000, "c": 10_000, "model": "gpt-5-codex"},
+            {"s": "a", "t": 3 * 86400, "p": 11_000, "c": 10_000}, {"s": "a", "t": 3 * 86400 + 60, "p": 12_000, "c": 11_000}]
+    report, _ = analyze(_calls(rows), AnalysisConfig(cutover=dt.date(2026, 10, 14), bootstrap=50))
+    assert report.effect.estimate is None
+    assert report.notes[0].startswith("no effect estimate") and "no first call after midnight before the cutover" in report.notes[0]
+    assert report.notes[1].startswith("1 calls use models the anthropic price table does not list (gpt-5-codex)")
+    report, _ = analyze(_calls(rows), AnalysisConfig(cutover=dt.date(2026, 10, 14), bootstrap=50, provider="openai"))
+    assert report.notes[1].startswith("3 calls use models the openai price table does not list (claude-sonnet-4-5)")
+
+
 def test_bootstrap_resamples_whole_sessions() -> None:
     """Identical sessions leave no room for the interval: it collapses on the estimate."""
     frame = _did_fixture(after_cross_share=0.5)
