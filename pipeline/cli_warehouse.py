@@ -110,7 +110,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json([dict(zip(columns, r, strict=True)) for r in rows])
     elif args.format == "csv":
-        w = csv.writer(sys.stdout)
+        w = csv.writer(sys.stdout, lineterminator="\n")  # shell pipelines expect \n, not CRLF
         w.writerow(columns)
         w.writerows(rows)
     else:
