@@ -8,6 +8,7 @@ function; this file only assembles them and turns errors into exit codes:
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import importlib
 import itertools
 import json
@@ -84,9 +85,28 @@ def positive_int(text: str) -> int:
     return value
 
 
+def plain(value: Any) -> Any:
+    """A value as the CLI shows it: times in ISO 8601 (UTC as Z), like the tools' own output."""
+    if isinstance(value, dt.datetime):
+        text = value.isoformat()
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    return value if isinstance(value, str | int | float | bool) or value is None else str(value)
+
+
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=plain))
     sys.stdout.write("\n")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("trace-pipeline")
+    except PackageNotFoundError:
+        return "(not installed)"
 
 
 def _verb_in(argv: Sequence[str]) -> str | None:
@@ -104,6 +124,7 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     """The parser for `argv`: with only the module of its verb when that is known, else with all."""
     parser = Parser(prog="pipeline", description="Agent transcripts → DuckDB warehouse → memory corpus; cache analytics.")
     parser.add_argument("--db", dest="global_db", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
     verb = _verb_in(argv) if argv is not None else None
     owners = [m for m, verbs in COMMANDS.items() if verb in verbs]

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from pipeline import db, ingest, tools
-from pipeline.cli import add_db, add_json, print_json
+from pipeline.cli import add_db, add_json, plain, print_json
 from pipeline.errors import UsageError
 
 
@@ -112,7 +112,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")  # shell pipelines expect \n, not CRLF
         w.writerow(columns)
-        w.writerows(rows)
+        w.writerows([[plain(v) for v in r] for r in rows])
     else:
         _table(columns, rows)
     return 0
@@ -124,7 +124,7 @@ def _table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
 
     table = Table(*columns, show_lines=False)
     for r in rows:
-        table.add_row(*["" if v is None else str(v) for v in r])
+        table.add_row(*["" if v is None else str(plain(v)) for v in r])
     # A terminal's own width; piped output is not wrapped at 80 columns unless COLUMNS says so.
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
     Console(width=width).print(table)

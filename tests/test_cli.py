@@ -195,3 +195,18 @@ def test_read_says_which_limit_cut_the_listing_and_where_to_go_on(tmp_path: Path
     assert "(at most 200 lines per read); continue with: pipeline read B 201 300" in capsys.readouterr().err
     assert main(["read", "B", "290", "400", "--db", db_file]) == 0
     assert "session B has 300 lines; shown 290..300" in capsys.readouterr().err
+
+
+def test_times_look_the_same_in_every_output(ingested: Path, capsys) -> None:
+    code, doc = run_json(capsys, ["sql", "SELECT first_at FROM sessions", "--json", "--db", str(ingested)])
+    assert code == 0 and doc == [{"first_at": "2026-10-01T10:00:00Z"}]
+    code, doc = run_json(capsys, ["sessions", "--json", "--db", str(ingested)])
+    assert doc[0]["firstAt"].startswith("2026-10-01T10:00:00") and doc[0]["firstAt"].endswith("Z")
+    assert main(["sql", "SELECT first_at FROM sessions", "--format", "csv", "--db", str(ingested)]) == 0
+    assert capsys.readouterr().out == "first_at\n2026-10-01T10:00:00Z\n"
+
+
+def test_version(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.startswith("pipeline ")
