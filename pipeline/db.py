@@ -68,6 +68,10 @@ def connect(db: str | Path | None = None, *, read_only: bool = False) -> duckdb.
     # see. Inside a Jupyter kernel DuckDB refuses to touch the setting (it wants ipywidgets): keep it.
     with contextlib.suppress(duckdb.Error):
         con.execute("SET enable_progress_bar = false")
+    # Times come back in UTC whatever the machine's zone, as every JSON document of the tools
+    # writes them; a query that wants a local day converts explicitly (timezone('Asia/Tokyo', "at")).
+    with contextlib.suppress(duckdb.Error):
+        con.execute("SET TimeZone = 'UTC'")
     if not read_only:
         from pipeline.migrations import migrate
 
