@@ -8,7 +8,6 @@ function; this file only assembles them and turns errors into exit codes:
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import importlib
 import itertools
 import json
@@ -19,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pipeline.display import plain
 from pipeline.errors import PipelineError
 
 # Modules that contribute verbs, in the order `pipeline --help` lists them, with the verbs each
@@ -83,16 +83,6 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be 1 or more")
     return value
-
-
-def plain(value: Any) -> Any:
-    """A value as the CLI shows it: times in ISO 8601 (UTC as Z), like the tools' own output."""
-    if isinstance(value, dt.datetime):
-        text = value.isoformat()
-        return text[:-6] + "Z" if text.endswith("+00:00") else text
-    if isinstance(value, dt.date | dt.time):
-        return value.isoformat()
-    return value if isinstance(value, str | int | float | bool) or value is None else str(value)
 
 
 def print_json(data: Any) -> None:

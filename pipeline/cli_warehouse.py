@@ -10,7 +10,8 @@ import sys
 from typing import Any
 
 from pipeline import db, ingest, tools
-from pipeline.cli import add_db, add_json, plain, print_json
+from pipeline.cli import add_db, add_json, print_json
+from pipeline.display import plain
 from pipeline.errors import UsageError
 
 

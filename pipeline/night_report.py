@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from pipeline import db, pending
+from pipeline.display import plain
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "night_report.ipynb"
@@ -83,16 +84,19 @@ def tables(db_file: str | Path, run_id: str, run_dir: str | Path) -> dict[str, A
             "cache_dir": run_dir / "cache"}
 
 
-def batch_links_html(batch_table: pl.DataFrame) -> str:
-    """The batch table as HTML whose notebook column links to each executed notebook."""
-    if batch_table.is_empty():
-        return "<p>No batch ran tonight: nothing was pending.</p>"
-    cols = [c for c in batch_table.columns if c != "notebook"]
-    head = "".join(f"<th>{c}</th>" for c in [*cols, "notebook"])
+def html_table(frame: pl.DataFrame, *, empty: str, link: str | None = None) -> str:
+    """A table for people: text as it is (polars' own HTML quotes strings), blanks for nulls, times
+    in ISO 8601, and the `link` column, if any, as links (relative to the report)."""
+    if frame.is_empty():
+        return f"<p><em>{_esc(empty)}</em></p>"
+    head = "".join(f"<th>{_esc(c)}</th>" for c in frame.columns)
     body = []
-    for r in batch_table.iter_rows(named=True):
-        cells = "".join(f"<td>{'' if r[c] is None else _esc(str(r[c]))}</td>" for c in cols)
-        body.append(f"<tr>{cells}<td><a href=\"{_esc(r['notebook'])}\">{_esc(r['notebook'])}</a></td></tr>")
+    for row in frame.iter_rows(named=True):
+        cells = []
+        for col, value in row.items():
+            text = "" if value is None else _esc(str(plain(value)))
+            cells.append(f'<td><a href="{text}">{text}</a></td>' if col == link and text else f"<td>{text}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 

@@ -69,7 +69,9 @@ def test_reference_night_lands_everything_and_reports(reference) -> None:
     report = (run_dir / "report.html").read_text()
     for b in result["batches"]:
         assert (run_dir / b["batch"] / "notebook.ipynb").exists()  # the executed notebook is kept
-        assert f'{b["batch"]}/notebook.ipynb' in report  # and linked from the report
+        assert f'<a href="{b["batch"]}/notebook.ipynb">' in report  # and linked from the report
+    assert "<td>&quot;" not in report and "<td>null</td>" not in report  # table cells show text, not its repr
+    assert "<td>applied</td>" in report
     subjects = Corpus(tmp / "corpus").git("log", "--format=%s").splitlines()
     assert sum(s.startswith("memory: ") for s in subjects) == len(reference["files"])
     with db.reading(tmp / "w.duckdb") as con:
