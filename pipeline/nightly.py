@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,6 +34,7 @@ CONSOLIDATE_NOTEBOOK = REPO / "notebooks" / "consolidate.ipynb"
 CACHE_NOTEBOOK = REPO / "notebooks" / "cache_anchoring.ipynb"
 REPORT_NOTEBOOK = REPO / "notebooks" / "night_report.ipynb"
 TERMINAL = ("applied", "refused", "no-answer", "failed")
+KERNEL_START_RETRIES = 2  # a batch whose Jupyter kernel died before running anything is started again
 
 
 class NightlyOptions(BaseModel):
@@ -262,6 +264,7 @@ def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str,
     running: dict[int, tuple[subprocess.Popen, BatchOutcome, float, Any]] = {}
     env = {**os.environ, "PIPELINE_RUN_ID": run_id, "PYTHONUNBUFFERED": "1"}
     done = 0
+    retries: dict[str, int] = {}
     try:
         while queue or running:
             while queue and len(running) < opts.parallel:
@@ -288,12 +291,21 @@ def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str,
                 log.close()
                 lock.remove_group(pid)
                 del running[pid]
+                log_path = b.folder / "papermill.log"
+                if (code != 0 and not b.reason and not (b.folder / "run.json").exists()
+                        and retries.get(b.batch_id, 0) < KERNEL_START_RETRIES and _kernel_did_not_start(log_path)):
+                    # Nothing ran: Jupyter sometimes loses a kernel while several start at once.
+                    retries[b.batch_id] = retries.get(b.batch_id, 0) + 1
+                    log_path.replace(b.folder / f"papermill.attempt{retries[b.batch_id]}.log")
+                    queue.insert(0, b)
+                    say(f"batch {b.batch_id}: its kernel did not start; starting it again")
+                    continue
                 done += 1
                 advance()
                 b.seconds = round(elapsed, 2)
                 if code != 0 and not (b.folder / "run.json").exists():
                     b.status = "failed"
-                    b.reason = b.reason or _notebook_error(b.folder / "papermill.log")
+                    b.reason = b.reason or _notebook_error(log_path)
                 say(f"batch {b.batch_id}: notebook finished in {elapsed:.1f} s ({done}/{len(outcomes)})"
                     + (f" — failed: {b.reason}" if b.status == "failed" else ""))
     except BaseException:
@@ -303,6 +315,16 @@ def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str,
             except ProcessLookupError:
                 pass
         raise
+
+
+_KERNEL_START_FAILURE = re.compile(r"Kernel died before replying to kernel_info|Kernel didn't respond in \d+ seconds")
+
+
+def _kernel_did_not_start(log: Path) -> bool:
+    try:
+        return bool(_KERNEL_START_FAILURE.search(log.read_text(encoding="utf-8", errors="replace")))
+    except OSError:
+        return False
 
 
 def _notebook_error(log: Path) -> str:

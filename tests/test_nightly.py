@@ -173,3 +173,36 @@ def test_stale_lock_is_taken_over_and_its_batches_ended(tmp_path: Path) -> None:
         assert batch.wait(timeout=10) == -signal.SIGKILL
     finally:
         lock.release()
+
+
+@pytest.mark.parametrize("failures", [1, 5])
+def test_a_batch_whose_kernel_did_not_start_is_started_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failures: int) -> None:
+    from pipeline import nightly as night
+
+    wh = tmp_path / "w.duckdb"
+    db.connect(wh).close()
+    fake = tmp_path / "fake_papermill.py"
+    fake.write_text(
+        "import pathlib, sys\n"
+        "folder = pathlib.Path(sys.argv[1])\n"
+        "tries = len(list(folder.glob('papermill.attempt*.log')))\n"
+        f"if tries < {failures}:\n"
+        "    print('RuntimeError: Kernel died before replying to kernel_info')\n"
+        "    sys.exit(1)\n"
+        "(folder / 'run.json').write_text('{}')\n"
+    )
+    monkeypatch.setattr(night, "_papermill_cmd", lambda b, *_: [sys.executable, str(fake), str(b.folder)])
+
+    class NoLock:
+        def add_group(self, pgid: int) -> None: ...
+        def remove_group(self, pgid: int) -> None: ...
+
+    batch = night.BatchOutcome("b-1", ["s1"], tmp_path / "b-1")
+    said: list[str] = []
+    night._run_batch_processes([batch], "rules", "r1", wh, night.NightlyOptions(), NoLock(), said.append, lambda: None)
+    retried = [s for s in said if "kernel did not start; starting it again" in s]
+    if failures <= night.KERNEL_START_RETRIES:
+        assert batch.status != "failed" and (batch.folder / "run.json").exists() and len(retried) == failures
+    else:
+        assert batch.status == "failed" and "Kernel died" in (batch.reason or "")
+        assert len(retried) == night.KERNEL_START_RETRIES
