@@ -7,7 +7,6 @@ notebook shows those tables, and `write()` executes it and converts it to one HT
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import polars as pl
 
 from pipeline import db, pending
 from pipeline.display import plain
+from pipeline.kernels import run_papermill
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "night_report.ipynb"
@@ -123,7 +123,7 @@ class ReportError(RuntimeError):
 
 
 def _run(cmd: list[str], what: str) -> None:
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    proc = run_papermill(cmd, cwd=REPO)
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if ln.strip()]
         raise ReportError(f"{what} failed: {lines[-1] if lines else 'no output'}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from pipeline import config, db, ingest, pending, planner
 from pipeline.consolidate import new_run_id, resolve_engine
 from pipeline.errors import UsageError
 from pipeline.faults import crash_point
+from pipeline.kernels import KERNEL_START_RETRIES, log_says_kernel_did_not_start, run_papermill
 from pipeline.lock import nightly_lock
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,7 +34,6 @@ CONSOLIDATE_NOTEBOOK = REPO / "notebooks" / "consolidate.ipynb"
 CACHE_NOTEBOOK = REPO / "notebooks" / "cache_anchoring.ipynb"
 REPORT_NOTEBOOK = REPO / "notebooks" / "night_report.ipynb"
 TERMINAL = ("applied", "refused", "no-answer", "failed")
-KERNEL_START_RETRIES = 2  # a batch whose Jupyter kernel died before running anything is started again
 
 
 class NightlyOptions(BaseModel):
@@ -293,7 +292,7 @@ def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str,
                 del running[pid]
                 log_path = b.folder / "papermill.log"
                 if (code != 0 and not b.reason and not (b.folder / "run.json").exists()
-                        and retries.get(b.batch_id, 0) < KERNEL_START_RETRIES and _kernel_did_not_start(log_path)):
+                        and retries.get(b.batch_id, 0) < KERNEL_START_RETRIES and log_says_kernel_did_not_start(log_path)):
                     # Nothing ran: Jupyter sometimes loses a kernel while several start at once.
                     retries[b.batch_id] = retries.get(b.batch_id, 0) + 1
                     log_path.replace(b.folder / f"papermill.attempt{retries[b.batch_id]}.log")
@@ -315,16 +314,6 @@ def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str,
             except ProcessLookupError:
                 pass
         raise
-
-
-_KERNEL_START_FAILURE = re.compile(r"Kernel died before replying to kernel_info|Kernel didn't respond in \d+ seconds")
-
-
-def _kernel_did_not_start(log: Path) -> bool:
-    try:
-        return bool(_KERNEL_START_FAILURE.search(log.read_text(encoding="utf-8", errors="replace")))
-    except OSError:
-        return False
 
 
 def _notebook_error(log: Path) -> str:
@@ -380,7 +369,7 @@ def _report(run_id: str, run_dir: Path, db_file: Path, opts: NightlyOptions, say
                "--cwd", str(REPO), "-k", "python3", "--no-progress-bar",
                "-p", "db", str(db_file.absolute()), "-p", "out_dir", str(cache_dir.absolute()),
                "-p", "cutover", cutover]
-        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+        proc = run_papermill(cmd, cwd=REPO)
         if proc.returncode != 0:
             note = f"the cache-anchoring notebook failed: {_tail(proc.stderr)}"
             say(note)

@@ -206,3 +206,17 @@ def test_a_batch_whose_kernel_did_not_start_is_started_again(tmp_path: Path, mon
     else:
         assert batch.status == "failed" and "Kernel died" in (batch.reason or "")
         assert len(retried) == night.KERNEL_START_RETRIES
+
+
+def test_run_papermill_runs_again_only_when_the_kernel_did_not_start(tmp_path: Path) -> None:
+    from pipeline.kernels import run_papermill
+
+    counter = tmp_path / "n"
+    script = (
+        "import pathlib, sys\n"
+        f"p = pathlib.Path({str(counter)!r}); n = int(p.read_text()) if p.exists() else 0; p.write_text(str(n + 1))\n"
+        "if n == 0: sys.exit('RuntimeError: Kernel died before replying to kernel_info')\n"
+        "if n == 1: sys.exit('ValueError: a real failure in a cell')\n"
+    )
+    first = run_papermill([sys.executable, "-c", script], cwd=tmp_path)
+    assert first.returncode == 1 and "a real failure" in first.stderr and counter.read_text() == "2"
