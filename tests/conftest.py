@@ -73,3 +73,19 @@ def all_ids(wh: Path) -> list[str]:
 
     with db.reading(wh) as con:
         return [e["sessionId"] for e in tools.list_sessions(con)]
+
+
+def execute_notebook(*args: object, **kwargs: object) -> object:
+    """papermill.execute_notebook, run again when the kernel died before running anything (Jupyter
+    sometimes loses a kernel while the two test workers start theirs at once)."""
+    import papermill as pm
+
+    from pipeline.kernels import KERNEL_START_RETRIES, kernel_did_not_start
+
+    for attempt in range(KERNEL_START_RETRIES + 1):
+        try:
+            return pm.execute_notebook(*args, **kwargs)
+        except RuntimeError as exc:
+            if attempt == KERNEL_START_RETRIES or not kernel_did_not_start(str(exc)):
+                raise
+    raise AssertionError("unreachable")

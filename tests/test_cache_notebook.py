@@ -7,11 +7,10 @@ import json
 from pathlib import Path
 
 import nbformat
-import papermill as pm
 import pytest
 
 from pipeline import db
-from tests.conftest import REPO
+from tests.conftest import REPO, execute_notebook
 
 NOTEBOOK = REPO / "notebooks" / "cache_anchoring.ipynb"
 PLOTS = ("daily_cached_rate.png", "crossing_vs_other.png", "lost_by_cause.png", "cache_cliffs.png")
@@ -20,7 +19,7 @@ PARAMETERS = ("db", "calls", "source", "cutover", "tz", "ttl_seconds", "provider
 
 def _run(tmp_path: Path, **parameters: object) -> nbformat.NotebookNode:
     out = tmp_path / "executed.ipynb"
-    pm.execute_notebook(str(NOTEBOOK), str(out), parameters=parameters, cwd=str(tmp_path),
+    execute_notebook(str(NOTEBOOK), str(out), parameters=parameters, cwd=str(tmp_path),
                         progress_bar=False, kernel_name="python3")
     nb = nbformat.read(out, as_version=4)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]

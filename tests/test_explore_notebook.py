@@ -5,16 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
-import papermill as pm
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, execute_notebook
 
 
 @pytest.mark.slow
 def test_explore_notebook_runs_on_samples(tmp_path: Path, wh: Path) -> None:
     out = tmp_path / "explore.ipynb"
-    pm.execute_notebook(str(REPO / "notebooks" / "explore.ipynb"), str(out), parameters={"db": str(wh)},
+    execute_notebook(str(REPO / "notebooks" / "explore.ipynb"), str(out), parameters={"db": str(wh)},
                         cwd=str(REPO), progress_bar=False, kernel_name="python3")
     nb = nbformat.read(out, as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
