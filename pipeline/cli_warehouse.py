@@ -9,7 +9,7 @@ import shlex
 import sys
 from typing import Any
 
-from pipeline import db, ingest, tools
+from pipeline import db, tools
 from pipeline.cli import add_db, add_json, print_json
 from pipeline.display import plain
 from pipeline.errors import UsageError
@@ -79,6 +79,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from pipeline import ingest  # numpy and pyarrow: only ingest needs them
+
     with db.writing(args.db) as con:
         report = ingest.ingest(con, args.paths, progress=not args.json)
     for warning in report.warnings:

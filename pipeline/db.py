@@ -12,11 +12,14 @@ import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import polars as pl
 
 from pipeline import config
+
+if TYPE_CHECKING:
+    import polars as pl
 from pipeline.errors import UsageError, WarehouseBusyError
 
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.*?) \(PID (?P<pid>\d+)\)")
@@ -120,4 +123,6 @@ def frame(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> pl
         # The DB-API path copies once; it is the one that sees the caller's open transaction.
         warnings.simplefilter("ignore", UserWarning)
         cur = con.execute(sql, params) if params is not None else con.execute(sql)
+        import polars as pl  # here, so that commands that never build a frame start faster
+
         return pl.from_arrow(cur.to_arrow_table())  # type: ignore[return-value]
