@@ -227,6 +227,10 @@ class QuoteIndex(Protocol):
         """(line number, passage of at most PASSAGE_CHARS characters) most like `quote`, or None."""
         ...
 
+    def lines_with(self, session_id: str, quote: str, limit: int = 2) -> list[int]:
+        """The first `limit` line numbers whose text holds `quote` verbatim."""
+        ...
+
 
 class MemoryQuotes:
     """A QuoteIndex over lines held in memory: {session_id: [line 1, line 2, ...]}."""
@@ -239,6 +243,10 @@ class MemoryQuotes:
 
     def contains(self, session_id: str, quote: str) -> bool:
         return any(quote_in_line(quote, text) for text in self._sessions.get(session_id, ()))
+
+    def lines_with(self, session_id: str, quote: str, limit: int = 2) -> list[int]:
+        found = (i + 1 for i, text in enumerate(self._sessions.get(session_id, ())) if quote_in_line(quote, text))
+        return [n for n, _ in zip(found, range(limit), strict=False)]
 
     def closest(self, session_id: str, quote: str) -> tuple[int, str] | None:
         lines = self._sessions.get(session_id, [])
@@ -293,6 +301,23 @@ class WarehouseQuotes:
             if any(quote_in_line(quote, text) for (text,) in batch):
                 return True
         return False
+
+    def lines_with(self, session_id: str, quote: str, limit: int = 2) -> list[int]:
+        if not quote:
+            return []
+        needle = escape_safe_needle(quote)
+        if needle:  # as in contains(): narrow with a run every matching line holds
+            cur = self._con.execute(
+                "SELECT line_no, text FROM lines WHERE session_id = ? AND (contains(text, ?) OR contains(text, ?)) "
+                "ORDER BY line_no",
+                [session_id, quote, needle],
+            )
+        else:
+            cur = self._con.execute("SELECT line_no, text FROM lines WHERE session_id = ? ORDER BY line_no", [session_id])
+        found: list[int] = []
+        while len(found) < limit and (batch := cur.fetchmany(self._FETCH)):
+            found += [int(n) for n, text in batch if quote_in_line(quote, text)]
+        return found[:limit]
 
     def closest(self, session_id: str, quote: str) -> tuple[int, str] | None:
         if not quote:
