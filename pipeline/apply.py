@@ -97,12 +97,16 @@ def apply(artifact_dir: str | Path, *, db_file: str | Path | None = None, corpus
             return result
         answer: Answer | None = None
         run = art.art.run
-        if not art.art.accepted or art.art.answer is None:
+        if not art.art.accepted:
             result.status = "no-answer"
             result.reason = (f"the batch ended without an accepted answer "
                              f"({run.outcome if run else '?'}: {run.reason if run else 'no run record'})")
         else:
-            check = check_answer(art.art.answer.model_dump(mode="json"), art.session_ids, WarehouseQuotes(con))
+            # The answer as written, so that a broken one is refused field by field, like check-answer does.
+            raw = art.art.answer_data
+            if raw is None and art.art.answer is not None:
+                raw = art.art.answer.model_dump(mode="json")
+            check = check_answer(raw, art.session_ids, WarehouseQuotes(con))
             if not check.accepted:
                 result.status = "refused"
                 result.reason = "the answer fails the contract against this warehouse: " + "; ".join(

@@ -320,7 +320,8 @@ class Artifact(BaseModel):
     dir: Path
     manifest: Manifest
     run: RunRecord | None
-    answer: Answer | None
+    answer: Answer | None  # None when answer.json is absent or does not fit the contract's schema
+    answer_data: Any = None  # answer.json as read, for the contract check to judge field by field
     problems: list[RefusedAttempt]
     llm_calls: list[LlmCallRow]
     tool_calls: list[ToolCallRow]
@@ -331,7 +332,8 @@ class Artifact(BaseModel):
 
     @property
     def accepted(self) -> bool:
-        return self.run is not None and self.run.outcome == "accepted" and self.answer is not None
+        has_answer = self.answer is not None or self.answer_data is not None
+        return self.run is not None and self.run.outcome == "accepted" and has_answer
 
     def touched_session_ids(self) -> list[str]:
         """Recomputed from the tool log (the record of what was really looked at)."""
@@ -396,15 +398,20 @@ def load_artifact(folder: str | os.PathLike[str], *, require_complete: bool = Tr
         raise IncompleteArtifactError(
             f"{path} has no {RUN}: that batch did not finish, so nothing in it may be applied; run it again"
         )
-    answer = None
+    answer, answer_data = None, None
     if (path / ANSWER).exists():
-        answer = _validated(Answer, _read_json(path / ANSWER), str(path / ANSWER))
+        answer_data = _read_json(path / ANSWER)
+        try:
+            answer = Answer.model_validate(answer_data)
+        except ValidationError:
+            pass  # `apply` runs the contract on answer_data, which names every broken field
     problems_data = _read_json(path / PROBLEMS) if (path / PROBLEMS).exists() else []
     return Artifact(
         dir=path,
         manifest=_validated(Manifest, _read_json(path / MANIFEST), str(path / MANIFEST)),
         run=run,
         answer=answer,
+        answer_data=answer_data,
         problems=_rows(RefusedAttempt, problems_data, path / PROBLEMS),
         llm_calls=_rows(LlmCallRow, _read_jsonl(path / LLM_CALLS), path / LLM_CALLS),
         tool_calls=_rows(ToolCallRow, _read_jsonl(path / TOOL_CALLS), path / TOOL_CALLS),

@@ -220,6 +220,18 @@ def test_answer_failing_the_contract_at_apply_lands_nothing(env) -> None:
         assert con.execute("SELECT count(*) FROM watermarks").fetchall() == [(0,)]
 
 
+def test_an_answer_breaking_the_schema_is_refused_like_check_answer_refuses_it(env) -> None:
+    _, wh, corpus = env
+    art = make(env, candidates=[A.candidate("pg-connection-refused", "Postgres refuses connections.")])
+    answer = json.loads((art / "answer.json").read_text())
+    del answer["candidates"][0]["evidence"][1:]
+    (art / "answer.json").write_text(json.dumps(answer))
+    r = apply.apply(art, db_file=wh, corpus_dir=corpus)
+    assert r.status == "refused" and r.exit_code == 1  # a refusal, not a wrong invocation
+    assert "candidates[0].evidence: has 1 evidence quote(s); a candidate needs at least 2 quotes" in (r.reason or "")
+    assert not corpus.exists() or not memory_files(corpus)
+
+
 def test_artifact_without_answer_lands_nothing(env) -> None:
     _, wh, corpus = env
     r = apply.apply(make(env, answer=False), db_file=wh, corpus_dir=corpus)
