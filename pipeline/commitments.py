@@ -30,6 +30,7 @@ class Message:
     line_no: int
     role: str
     text: str
+    at: dt.datetime | None = None  # when it was said; orders messages across sessions
 
 
 _APOS = "['’]"
@@ -118,6 +119,7 @@ class CommitmentFinding:
     confidence: float
     due_hint: str | None
     resolved_at: int | None = None
+    resolved_in: str | None = None  # the session of that line, when another session of the project reports it done
 
     @property
     def actor(self) -> str:
@@ -171,8 +173,8 @@ def _commitment_in(sentence: str, message: Message) -> CommitmentFinding | None:
     )
 
 
-def _resolution(finding: CommitmentFinding, later: Sequence[Message]) -> int | None:
-    """The line of a later message of the same session that reports this work done, if any."""
+def _resolution(finding: CommitmentFinding, later: Sequence[Message]) -> Message | None:
+    """The first of the `later` messages that reports this work done, if any."""
     forms = _past_forms(finding.verb)
     wanted = _keywords(finding.rest) - {finding.verb}
     need = 2 if len(wanted) >= 3 else 1
@@ -182,7 +184,7 @@ def _resolution(finding: CommitmentFinding, later: Sequence[Message]) -> int | N
             if sentence.rstrip().endswith("?") or _FIRST_PERSON.search(sentence):
                 continue
             if pattern.search(sentence) and len(wanted & _keywords(sentence)) >= need:
-                return message.line_no
+                return message
     return None
 
 
@@ -193,34 +195,57 @@ def _is_injected_context(text: str) -> bool:
     return stripped.startswith("<") and ">" in stripped[:80]
 
 
+def _later_in_project(
+    message: Message, by_session: Mapping[str, list[Message]], slugs: Mapping[str, str | None]
+) -> list[Message]:
+    """Messages of the project's other sessions said after `message`, in time order."""
+    slug = slugs.get(message.session_id)
+    if slug is None or message.at is None:
+        return []
+    after = [
+        m for sid, said in by_session.items() if sid != message.session_id and slugs.get(sid) == slug
+        for m in said if m.at is not None and m.at > message.at
+    ]
+    return sorted(after, key=lambda m: (m.at, m.session_id, m.line_no))
+
+
 def find_commitments(
-    messages: Sequence[Message], new_from_line: Mapping[str, int] | None = None
+    messages: Sequence[Message],
+    new_from_line: Mapping[str, int] | None = None,
+    slugs: Mapping[str, str | None] | None = None,
 ) -> list[CommitmentFinding]:
     """First-person commitments in user and agent text, in transcript order.
 
-    A commitment made before a session's `new_from_line` was reported on an earlier night; it is
-    reported again only when the new lines show it done, so that night's task can be closed.
+    A commitment counts as resolved when a later message reports the work done: in the same
+    session, or (given `slugs`) in a later session of the same project. A commitment made before a
+    session's `new_from_line` was reported on an earlier night; it is reported again only when new
+    lines show it done, so that night's task can be closed.
     """
     new_from = new_from_line or {}
     by_session: dict[str, list[Message]] = {}
     for message in messages:
         if message.role in ("user", "assistant") and message.text and not _is_injected_context(message.text):
             by_session.setdefault(message.session_id, []).append(message)
+    for said in by_session.values():
+        said.sort(key=lambda m: m.line_no)
     found: list[CommitmentFinding] = []
     for sid, said in by_session.items():
-        said.sort(key=lambda m: m.line_no)
         for i, message in enumerate(said):
             for sentence in sentences(message.text):
                 finding = _commitment_in(sentence, message)
                 if finding is None:
                     continue
-                resolved_at = _resolution(finding, said[i + 1 :])
-                start = new_from.get(sid, 1)
-                if finding.line_no < start and (resolved_at is None or resolved_at < start):
+                done = _resolution(finding, said[i + 1 :])
+                if done is None and slugs:
+                    done = _resolution(finding, _later_in_project(message, by_session, slugs))
+                fresh_news = done is not None and done.line_no >= new_from.get(done.session_id, 1)
+                if finding.line_no < new_from.get(sid, 1) and not fresh_news:
                     continue
-                found.append(
-                    CommitmentFinding(**{**finding.__dict__, "resolved_at": resolved_at})
-                )
+                found.append(CommitmentFinding(**{
+                    **finding.__dict__,
+                    "resolved_at": done.line_no if done else None,
+                    "resolved_in": done.session_id if done and done.session_id != sid else None,
+                }))
     return found
 
 

@@ -46,7 +46,7 @@ def read_batch(con: duckdb.DuckDBPyConnection, session_ids: Sequence[str]) -> Ba
         ids,
     ).fetchall()
     said = con.execute(
-        f"SELECT session_id, line_no, role, text FROM messages WHERE role IN ('user', 'assistant') "
+        f"SELECT session_id, line_no, role, text, \"at\" FROM messages WHERE role IN ('user', 'assistant') "
         f"AND text IS NOT NULL AND {in_batch} ORDER BY session_id, line_no",
         ids,
     ).fetchall()
@@ -56,7 +56,7 @@ def read_batch(con: duckdb.DuckDBPyConnection, session_ids: Sequence[str]) -> Ba
     slugs = con.execute(f"SELECT session_id, slug FROM sessions WHERE {in_batch}", ids).fetchall()
     return BatchText(
         failed_calls=[ToolResult(sid, int(n), text) for sid, n, text in failed],
-        messages=[Message(sid, int(n), role, text) for sid, n, role, text in said],
+        messages=[Message(sid, int(n), role, text, at) for sid, n, role, text, at in said],
         lines={sid: (int(count), int(chars or 0)) for sid, count, chars in sizes},
         slugs=dict(slugs),
     )
@@ -72,7 +72,7 @@ def build_answer(
 ) -> dict[str, Any]:
     """The rules engine's answer for a batch whose every session was read (pure: no warehouse)."""
     patterns = find_error_patterns(results, session_ids, new_from_line)
-    commitments = find_commitments(messages, new_from_line)
+    commitments = find_commitments(messages, new_from_line, slugs)
     return {
         "candidates": [pattern_candidate(p, slugs or {}) for p in patterns],
         "commitments": [commitment_entry(c) for c in commitments],

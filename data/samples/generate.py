@@ -1930,8 +1930,8 @@ def project_dashboard(c: Corpus, x: Json) -> dict[str, Claude]:
             "id": "agent-document-locale-fallback",
             **c.ref(b1, i18n.text, C_I18N_DOC),
             "actor": "agent",
-            # Done only in a later session: this session's own text leaves it open, so a report
-            # of this session says resolved: false; a later night's report closes the task.
+            # Done only in a later session: this session's own text leaves it open (resolved: false);
+            # whoever reads the later session of the same project as well can close the task.
             "resolved": False,
             "resolvedAt": None,
             "resolvedLater": c.ref(b3, r_i18n.text, R_I18N_DOC),
