@@ -179,9 +179,10 @@ def pattern_candidate(finding: PatternFinding, slugs: Mapping[str, str | None]) 
         f"{sid} line{'s' if len(occ) > 1 else ''} {', '.join(str(n) for n, _ in occ)}"
         for sid, occ in finding.occurrences.items()
     )
+    # Counted as of this batch: later nights link more sessions in the front matter, not here.
     gist = (
-        f"The same failure, with numbers, paths, ids, hosts and quoted values set aside, appears "
-        f"{finding.count} times in {len(sessions)} sessions of {len(projects)} project(s) "
+        f"When first recorded, the same failure (numbers, paths, ids, hosts and quoted values set aside) "
+        f"appeared {finding.count} times in {len(sessions)} sessions of {len(projects)} project(s) "
         f"({', '.join(projects)}): {places}. Found by the offline rules engine from the last error line "
         f"of each failed tool call; it says nothing about the cause beyond what the error text states."
     )

@@ -100,6 +100,20 @@ def html_table(frame: pl.DataFrame, *, empty: str, link: str | None = None) -> s
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def cache_summary(metrics_file: str | Path) -> str:
+    """The cache analysis of the night as a reviewer reads it (Markdown): the report's own text
+    table and notes, and where the full figures are. The raw JSON stays in metrics.json."""
+    from pipeline.cache_analysis import CacheReport
+    from pipeline.cache_report import render_table
+
+    path = Path(metrics_file)
+    try:
+        report = CacheReport.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"_The cache metrics in {path.name} could not be read: {_esc(str(exc)[:200])}_"
+    return f"```\n{render_table(report)}\n```\n\nEvery figure: [{path.parent.name}/{path.name}]({path.parent.name}/{path.name})"
+
+
 def _esc(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
