@@ -1,4 +1,5 @@
-"""Secrets never reach the corpus: API keys, tokens, private keys and passwords in URLs are masked.
+"""Secrets never reach the corpus: API keys, tokens, private keys, passwords in URLs and people's
+e-mail addresses are masked.
 
 Applied to claims, gists, entities, task statements and commit messages alike. A redacted evidence
 quote no longer matches its transcript verbatim, so callers record that it was redacted.
@@ -24,6 +25,8 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
     ("bearer-token", re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9_\-\.=:+/]{16,}")),
     ("url-password", re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:/@]+:)([^\s@/]+)(@)")),
+    # A person's address; service senders (git@host, noreply@…) identify nobody and stay readable.
+    ("email", re.compile(r"(?i)\b(?!(?:git|no-?reply|donotreply)@)[a-z0-9._%+\-]+@[a-z0-9\-]+(?:\.[a-z0-9\-]+)*\.[a-z]{2,}\b")),
 ]
 
 
