@@ -152,6 +152,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         c.trailers.get("Candidate") for c in corpus.commits() if c.trailers.get("Artifact") == art.artifact_id
     }
     existing = _existing_memories(corpus)
+    touched = set(art.art.touched_session_ids())
     created = art.created_day
     for i, cand in enumerate(candidates):
         if str(i) in done:
@@ -160,6 +161,13 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         gist = memory_file.clean_block(redact(cand.gist).text)
         entities = [memory_file.one_line(redact(f"{e.type}:{e.name}").text) for e in cand.entities]
         sessions = sorted({e.sessionId for e in cand.evidence})
+        unread = [s for s in sessions if s not in touched]
+        if unread:
+            # The quotes are real, but the batch never looked at that transcript, so nothing it read
+            # there backs the claim: neither a new memory nor a link.
+            result.candidates_refused.append({"candidate": i, "claim": claim, "problems": [
+                f"quotes session(s) the batch never searched or read: {', '.join(unread)}"]})
+            continue
         mid = memory_file.memory_id(cand.kind, claim)
         trailers = {"Artifact": art.artifact_id, "Candidate": str(i)}
         same = next((p for p, d in existing.items() if d.id == mid), None)

@@ -186,6 +186,19 @@ def test_watermarks_only_for_read_and_touched_sessions(env) -> None:
         assert set(pending.pending_ids(con)) >= {b, c} and a not in pending.pending_ids(con)
 
 
+def test_a_candidate_quoting_a_session_the_batch_never_looked_at_is_not_landed(env) -> None:
+    _, wh, corpus = env
+    a, b, c = PG_SESSIONS
+    cand = A.candidate("pg-connection-refused", "Postgres on the dev box refuses connections until restarted.")
+    quoted = sorted({e["sessionId"] for e in cand["evidence"]})
+    unread = quoted[-1]
+    art = make(env, sessions=[a, b, c], candidates=[cand], touched=[s for s in (a, b, c) if s != unread])
+    r = apply.apply(art, db_file=wh, corpus_dir=corpus)
+    assert r.status == "applied" and r.memories_written == [] and r.memories_linked == []
+    assert r.candidates_refused[0]["problems"] == [f"quotes session(s) the batch never searched or read: {unread}"]
+    assert not memory_files(corpus)
+
+
 def test_watermark_records_manifest_sizes_and_growth_is_pending(env) -> None:
     tmp, wh, corpus = env
     sid = PG_SESSIONS[0]
