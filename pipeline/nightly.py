@@ -208,7 +208,7 @@ def _land_leftovers(db_file: Path, runs_root: Path, opts: NightlyOptions, say: S
             say(f"landing batch {batch_id} of interrupted run {run_id}")
             _land(out, db_file, opts, run_id, say)
         else:
-            out.status, out.reason = "failed", "interrupted before its notebook finished; sessions stay pending"
+            out.status, out.reason = "failed", "interrupted before its notebook finished; its sessions are planned again"
             _mark(db_file, run_id, out)
         landed.append(out)
     return landed
