@@ -118,7 +118,7 @@ def apply(artifact_dir: str | Path, *, db_file: str | Path | None = None, corpus
         if answer is not None:
             corpus.ensure()
             _land_candidates(corpus, art, answer.candidates, result)
-            _land_tasks(corpus, art, answer, result, confidence_floor)
+            _land_tasks(corpus, art, answer, result, confidence_floor, _locator(con))
             touched = set(art.art.touched_session_ids())
             named = [s for s in dict.fromkeys(answer.readSessionIds) if s in art.session_ids]
             result.watermarked = [s for s in named if s in touched]
@@ -206,9 +206,27 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         crash_point("apply:memory-committed")
 
 
-def _land_tasks(corpus: Corpus, art: LoadedArtifact, answer: Answer, result: ApplyResult, floor: float) -> None:
+def _locator(con: duckdb.DuckDBPyConnection) -> tasks.Locate:
+    quotes = WarehouseQuotes(con)
+
+    def locate(session_id: str, quote: str) -> tuple[int | None, str | None]:
+        found = quotes.lines_with(session_id, quote, 1)
+        if not found:
+            return None, None
+        row = con.execute(
+            "SELECT coalesce(json_extract_string(text, '$.timestamp'), json_extract_string(text, '$.created_at')) "
+            "FROM lines WHERE session_id = ? AND line_no = ? AND json_valid(text)",
+            [session_id, found[0]],
+        ).fetchall()
+        return found[0], (row[0][0] if row else None)
+
+    return locate
+
+
+def _land_tasks(corpus: Corpus, art: LoadedArtifact, answer: Answer, result: ApplyResult, floor: float,
+                locate: tasks.Locate | None = None) -> None:
     existing = tasks.load_all(corpus.root)
-    plan = tasks.plan(answer.commitments, existing, art.created_day, floor)
+    plan = tasks.plan(answer.commitments, existing, art.created_day, floor, locate)
     result.tasks = plan.counts()
     if any(c.trailers.get("Artifact") == art.artifact_id and c.trailers.get("Tasks") for c in corpus.commits()):
         return

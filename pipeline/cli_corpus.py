@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 
 from pipeline import apply as apply_mod
@@ -97,8 +98,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         if args.json:
             print_json(entries)
         else:
+            today = dt.date.today().isoformat()
             for t in entries:
-                due = f" (due {t['dueHint']})" if t["dueHint"] else ""
+                late = t["dueHint"] and t["dueHint"] < today and t["status"] in ("proposed", "confirmed")
+                due = f" (due {t['dueHint']}{', overdue' if late else ''})" if t["dueHint"] else ""
                 sys.stdout.write(f"{t['id']}  {t['status']:<9} {t['actor']:<5} {t['statement']}{due}\n")
             sys.stderr.write(f"{len(entries)} tasks\n")
         return 0

@@ -8,6 +8,7 @@ queue with `ls tasks/proposed`. Paths and ids derive from the statement only. Th
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ class TaskDoc(BaseModel):
     confidence: float
     created: str
     closed: str | None = None
+    line: int | None = None  # where the evidence is in its session
+    said: str | None = None  # when that line was written (ISO 8601), to read "tomorrow" against
 
 
 def task_id(statement: str) -> str:
@@ -107,8 +110,12 @@ def _matches(c: Commitment, doc: TaskDoc) -> bool:
     return (doc.session == ev.sessionId and doc.evidence == ev.quote) or dedupe.is_duplicate(c.statement, doc.statement)
 
 
+# Where a quote sits in its session: (line number, ISO time of that line), each None when unknown.
+Locate = Callable[[str, str], tuple[int | None, str | None]]
+
+
 def plan(commitments: list[Commitment], existing: list[tuple[Path, TaskDoc]], created: str,
-         floor: float = CONFIDENCE_FLOOR) -> TaskPlan:
+         floor: float = CONFIDENCE_FLOOR, locate: Locate | None = None) -> TaskPlan:
     out = TaskPlan()
     seen: list[TaskDoc] = [d for _, d in existing]
     for c in commitments:
@@ -126,19 +133,21 @@ def plan(commitments: list[Commitment], existing: list[tuple[Path, TaskDoc]], cr
         if any(_matches(c, d) for d in seen):
             out.already_known += 1
             continue
-        doc = _new_doc(c, created, "done" if c.resolved else "proposed")
+        doc = _new_doc(c, created, "done" if c.resolved else "proposed", locate)
         out.create.append(doc)
         seen.append(doc)
     return out
 
 
-def _new_doc(c: Commitment, created: str, status: str) -> TaskDoc:
+def _new_doc(c: Commitment, created: str, status: str, locate: Locate | None = None) -> TaskDoc:
     ev = c.evidence[0]
     quote = redact(ev.quote)
+    line, said = locate(ev.sessionId, ev.quote) if locate else (None, None)
     return TaskDoc(
         id=task_id(c.statement), status=status, statement=redact(c.statement).text, actor=c.actor,
         dueHint=c.dueHint, session=ev.sessionId, evidence=quote.text, evidenceRedacted=quote.changed,
         confidence=c.confidence, created=created, closed=created if status == "done" else None,
+        line=line, said=said,
     )
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import apply, db, review
+from pipeline import apply, db, review, tasks
 from pipeline.corpus import Corpus
 from pipeline.errors import UsageError
 from tests import artifacts as A
@@ -41,6 +41,9 @@ def test_proposed_and_dropped(env) -> None:
     (name,) = open_tasks(corpus)
     text = (corpus / "tasks" / "proposed" / name).read_text()
     assert "dueHint: '2026-11-20'" in text and ROTATE["quote"] in text and "actor: user" in text
+    # Where and when it was said, so that "tomorrow" or a due date can be read against it.
+    doc = tasks.parse(text)
+    assert doc.line == ROTATE["line"] and doc.said is not None and doc.said.startswith("2026-")
     listed = review.list_tasks(db_file=wh)
     assert [(t["status"], t["actor"], t["dueHint"]) for t in listed] == [("proposed", "user", "2026-11-20")]
 
