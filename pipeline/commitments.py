@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.contract import MAX_QUOTE_CHARS
+from pipeline.contract import MAX_QUOTE_CHARS, is_question
 
 __all__ = ["CommitmentFinding", "Message", "commitment_entry", "find_commitments", "sentences"]
 
@@ -137,7 +137,7 @@ def _due_hint(sentence: str) -> str | None:
 
 
 def _commitment_in(sentence: str, message: Message) -> CommitmentFinding | None:
-    if sentence.rstrip("\"')]» ").endswith("?"):
+    if is_question(sentence):
         return None  # a question commits nobody
     match = _FIRST_PERSON.search(sentence)
     if match is None:
@@ -181,7 +181,7 @@ def _resolution(finding: CommitmentFinding, later: Sequence[Message]) -> Message
     pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, forms))) + r")\b", re.IGNORECASE)
     for message in later:
         for sentence in sentences(message.text):
-            if sentence.rstrip().endswith("?") or _FIRST_PERSON.search(sentence):
+            if is_question(sentence) or _FIRST_PERSON.search(sentence):
                 continue
             if pattern.search(sentence) and len(wanted & _keywords(sentence)) >= need:
                 return message

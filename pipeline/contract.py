@@ -44,6 +44,7 @@ __all__ = [
     "Problem",
     "check_answer",
     "check_answer_file",
+    "is_question",
 ]
 
 KINDS = ("episodic", "semantic", "procedural", "agent_insight", "error_pattern", "precedent")
@@ -460,8 +461,9 @@ class _Checker:
         return [Problem(path=f"{path}.quote", reason=reason)]
 
 
-def _is_question(quote: str) -> bool:
-    return quote.strip().rstrip("\"'”’)]").endswith("?")
+def is_question(text: str) -> bool:
+    """True when the sentence asks (its last mark, closing quotes and brackets aside, is '?')."""
+    return text.strip().rstrip("\"'”’)]» \t\n").endswith("?")
 
 
 def _evidence_items(data: Mapping[str, Any], section: str) -> Iterable[tuple[str, Evidence]]:
@@ -504,7 +506,7 @@ def _semantic_problems(data: Mapping[str, Any], checker: _Checker) -> list[Probl
             problems.extend(trouble)
             if not trouble:
                 found.setdefault(owner, []).append(evidence)
-                if section == "commitments" and _is_question(evidence.quote):
+                if section == "commitments" and is_question(evidence.quote):
                     problems.append(Problem(path=f"{path}.quote", reason=(
                         "is a question; a commitment's quote is the sentence in which someone says they will "
                         "do the work. A question, an offer or a hypothetical is not a commitment: drop it")))
