@@ -184,8 +184,8 @@ def _measure(results: dict, files: list[Path], db: Path, args: argparse.Namespac
 
     # The same step inside one Python process, to separate the work from interpreter start-up and
     # library imports, which a command pays however little it has to read.
-    from pipeline import db as warehouse
-    from pipeline import ingest as ingest_mod
+    from pipeline.warehouse import db as warehouse
+    from pipeline.warehouse import ingest as ingest_mod
 
     append_one_percent(files)
     t0 = time.perf_counter()
@@ -195,7 +195,7 @@ def _measure(results: dict, files: list[Path], db: Path, args: argparse.Namespac
 
     import duckdb
 
-    from pipeline import tools
+    from pipeline.consolidator import tools
 
     largest = max(files, key=lambda p: p.stat().st_size)
     con = duckdb.connect(str(db), read_only=True)

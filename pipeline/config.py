@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# The project checkout: notebooks and prompts ship beside the package, not inside it.
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+PROMPTS = REPO / "prompts"
+
 DEFAULT_DB = Path("data/warehouse.duckdb")
 DEFAULT_CORPUS = Path("data/corpus")
 DEFAULT_RUNS = Path("data/runs")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline import db
+from pipeline.warehouse import db
 
 
 def query(sql: str, params: object = None, *, db_file: str | Path | None = None) -> pl.DataFrame:

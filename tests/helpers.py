@@ -1,15 +1,50 @@
-"""Hand-built artifact folders for testing `apply` independently of the engines."""
+"""What tests share besides fixtures: paths, small file writers, notebook runs, and hand-built
+artifact folders for testing `apply` independently of the engines."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from pipeline import tools
-from tests.conftest import SAMPLES
+from pipeline.consolidator import tools
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "data" / "samples"
+
+
+def write_jsonl(path: Path, records: list, *, trailing_newline: bool = True) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in records)
+    path.write_text(text + ("\n" if trailing_newline else ""), encoding="utf-8")
+    return path
+
+
+def copy_samples(samples_warehouse: Path, folder: Path) -> Path:
+    """A private, writable copy of the sample warehouse: copying the file beats ingesting again."""
+    path = folder / "w.duckdb"
+    shutil.copyfile(samples_warehouse, path)
+    return path
+
+
+def execute_notebook(*args: object, **kwargs: object) -> object:
+    """papermill.execute_notebook, run again when the kernel died before running anything (Jupyter
+    sometimes loses a kernel while the two test workers start theirs at once)."""
+    import papermill as pm
+
+    from pipeline.nightly.kernels import KERNEL_START_RETRIES, kernel_did_not_start
+
+    for attempt in range(KERNEL_START_RETRIES + 1):
+        try:
+            return pm.execute_notebook(*args, **kwargs)
+        except RuntimeError as exc:
+            if attempt == KERNEL_START_RETRIES or not kernel_did_not_start(str(exc)):
+                raise
+    raise AssertionError("unreachable")
+
 
 EXPECTED = json.loads((SAMPLES / "expected.json").read_text(encoding="utf-8"))
 

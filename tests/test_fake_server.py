@@ -11,9 +11,9 @@ import httpx
 import openai
 import pytest
 
-from pipeline.contract import check_answer
-from pipeline.prompts import system_prompt, tool_schemas
-from pipeline.quotes import MemoryQuotes
+from pipeline.consolidator.contract import check_answer
+from pipeline.consolidator.prompts import system_prompt, tool_schemas
+from pipeline.consolidator.quotes import MemoryQuotes
 from tests.fakes.openai_server import (
     Dynamic,
     FakeOpenAI,

@@ -11,7 +11,7 @@ Steps, in the harness's order:
 2. a copy of the history (the caller's list and dicts are never modified);
 3. quick-command marker expansion (``$name$`` / ``#{name}#``) on user messages, keeping every other
    field of an expanded message;
-4. in anchored mode only, the ``<date-change>`` notices of :mod:`pipeline.anchoring`;
+4. in anchored mode only, the ``<date-change>`` notices of :mod:`pipeline.anchoring.rules`;
 5. projection of each message onto the protocol keys, which drops ``sender_ymd`` and every other
    internal field.
 
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.anchoring import DATE_MODES, DateMode, apply_date_change_notices, current_date_section
+from pipeline.anchoring.rules import DATE_MODES, DateMode, apply_date_change_notices, current_date_section
 
 __all__ = [
     "COMPACTION_INSTRUCTION",
@@ -258,7 +258,7 @@ class RequestBuilder:
 
         ``mode="rolling"``: the date section shows ``today`` (required) and no notices are added.
         ``mode="anchored"``: the date section shows ``base_ymd`` (required; see
-        :func:`pipeline.anchoring.session_base_ymd`) and ``<date-change>`` notices are applied,
+        :func:`pipeline.anchoring.rules.session_base_ymd`) and ``<date-change>`` notices are applied,
         starting from ``previous_user_ymd_before`` when given.
         """
         system = self.system_sections(sections or PromptSections(), mode=mode, today=today, base_ymd=base_ymd)

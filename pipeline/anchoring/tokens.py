@@ -47,6 +47,6 @@ def block_tokens(block: Any) -> int:
     """Tokens of one prompt block: a text as is, anything else as its canonical JSON, plus framing."""
     if isinstance(block, str):
         return estimate_tokens(block) + BLOCK_OVERHEAD_TOKENS
-    from pipeline.request_builder import serialize
+    from pipeline.anchoring.request_builder import serialize
 
     return estimate_tokens(serialize(block).decode("utf-8")) + BLOCK_OVERHEAD_TOKENS

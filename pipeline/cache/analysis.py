@@ -31,7 +31,7 @@ Groups for the effect of anchoring
     sessions with replacement.
 
 Cost of misses
-    At the provider's prices (:mod:`pipeline.prices`): ``spend`` is uncached input
+    At the provider's prices (:mod:`pipeline.calls.prices`): ``spend`` is uncached input
     (prompt − cached − written) at the input price plus written tokens at the write price (5-minute
     price, or 1-hour price when ``ttl_seconds`` > 300). ``lost`` is, for a miss, the part of the
     previous prompt it had to send again, priced at what re-sending cost minus what reading it from
@@ -49,8 +49,8 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.calls.prices import PriceBook, PriceTable, by_model, load_prices, price_for
 from pipeline.errors import UsageError
-from pipeline.prices import PriceBook, PriceTable, by_model, load_prices, price_for
 
 __all__ = [
     "CAUSES",
@@ -168,7 +168,7 @@ def _scan_file(path: Path) -> pl.LazyFrame:
 
 
 def _read_warehouse(db: str | Path | None, source: str | None) -> pl.LazyFrame:
-    from pipeline import db as warehouse
+    from pipeline.warehouse import db as warehouse
 
     cols = ", ".join(f'"{c}"' for c in _COLUMNS)
     with warehouse.reading(db) as con:

@@ -17,7 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.dates import date2num
 from matplotlib.figure import Figure
 
-from pipeline.cache_analysis import CAUSES, CacheReport
+from pipeline.cache.analysis import CAUSES, CacheReport
 
 __all__ = ["crossing_vs_other", "daily_cached_rate", "lost_by_cause", "plot_all", "sessions_table"]
 
@@ -128,7 +128,7 @@ def sessions_table(cliffs: pl.DataFrame, path: str | Path) -> Path:
 
 def plot_all(report: CacheReport, classified: pl.DataFrame, cliffs: pl.DataFrame, out_dir: str | Path) -> dict[str, Path]:
     """Every plot of the report into ``out_dir``; returns name → path."""
-    from pipeline.cache_analysis import daily_rates
+    from pipeline.cache.analysis import daily_rates
 
     out = Path(out_dir)
     cutover = dt.date.fromisoformat(str(report.inputs["cutover"]))

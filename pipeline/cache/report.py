@@ -1,6 +1,6 @@
 """The cache report as the CLI and the notebook deliver it: inputs, a readable table, metrics, a closing note.
 
-:mod:`pipeline.cache_analysis` computes; this module decides where the calls come from (a file, the
+:mod:`pipeline.cache.analysis` computes; this module decides where the calls come from (a file, the
 warehouse, or a small simulated workload when neither is given), writes the metrics JSON, and turns
 a report into text for people.
 """
@@ -15,10 +15,11 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pipeline.cache_analysis import CAUSES, AnalysisConfig, CacheReport, analyze, load_calls
+from pipeline import config
+from pipeline.cache.analysis import CAUSES, AnalysisConfig, CacheReport, analyze, load_calls
+from pipeline.cache.workload import SimulationSummary, WorkloadConfig, read_summary, simulate, write_calls
+from pipeline.calls.prices import load_prices
 from pipeline.errors import UsageError
-from pipeline.prices import load_prices
-from pipeline.workload import SimulationSummary, WorkloadConfig, read_summary, simulate, write_calls
 
 __all__ = [
     "NOTEBOOK_SIMULATION",
@@ -36,7 +37,7 @@ __all__ = [
 NOTEBOOK_SIMULATION = WorkloadConfig(scale=0.25)
 SIMULATED_CALLS_FILE = "simulated_calls.parquet"
 METRICS_FILE = "metrics.json"
-_REPO = Path(__file__).resolve().parents[1]
+_REPO = config.REPO
 
 
 class ReportInputs(BaseModel):

@@ -3,7 +3,7 @@
 A request is seen by a cache as a sequence of *blocks* in the provider's order: tool definitions,
 then the system prompt section by section, then the messages. :class:`PromptHasher` turns a built
 request into a :class:`Prompt`: for each block, a key for the whole prefix ending there and the
-running token count (:mod:`pipeline.tokens`). Two prompts share a cached prefix exactly when they
+running token count (:mod:`pipeline.anchoring.tokens`). Two prompts share a cached prefix exactly when they
 share a key.
 
 Anthropic-style (:class:`AnthropicCache`)
@@ -35,9 +35,9 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.prices import by_model
-from pipeline.request_builder import ChatRequest, serialize
-from pipeline.tokens import BLOCK_OVERHEAD_TOKENS, block_tokens, estimate_tokens
+from pipeline.anchoring.request_builder import ChatRequest, serialize
+from pipeline.anchoring.tokens import BLOCK_OVERHEAD_TOKENS, block_tokens, estimate_tokens
+from pipeline.calls.prices import by_model
 
 __all__ = [
     "ANTHROPIC_LOOKBACK_BLOCKS",

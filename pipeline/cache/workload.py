@@ -1,7 +1,7 @@
 """Harness workload simulator: sessions, turns and tool loops replayed through a provider prefix cache.
 
 The simulator plays the harness of seed 001. Every model call is a REAL request built with
-:class:`pipeline.request_builder.RequestBuilder`; the cache models of :mod:`pipeline.cache_sim`
+:class:`pipeline.anchoring.request_builder.RequestBuilder`; the cache models of :mod:`pipeline.cache.simulator`
 decide what each request reads and writes. Because the simulator knows why every request missed,
 each row carries its ``true_cause``, and because it can replay the same workload in the other date
 mode, it knows the true effect of anchoring (``true_effect``).
@@ -43,8 +43,8 @@ True effect
     replays see exactly the same calls; ``true_effect`` is the token-weighted cached share of those
     calls with anchoring minus the same share in the rolling replay.
 
-``simulate_bulk`` (:mod:`pipeline.workload_bulk`) draws N calls from the same model with
-vectorised numpy for benchmarks.
+The bulk generator (:mod:`pipeline.cache.workload_bulk`) draws N calls from the same model with
+vectorised numpy for benchmarks; it imports this module, never the other way round.
 """
 
 from __future__ import annotations
@@ -65,8 +65,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pipeline.anchoring import HANDOFF_HEADING, DateMode
-from pipeline.cache_sim import (
+from pipeline.anchoring.request_builder import ChatRequest, PromptSections, RequestBuilder, changed_sections
+from pipeline.anchoring.rules import HANDOFF_HEADING, DateMode
+from pipeline.anchoring.tokens import estimate_tokens
+from pipeline.cache.simulator import (
     Prompt,
     PromptHasher,
     ProviderRules,
@@ -75,8 +77,6 @@ from pipeline.cache_sim import (
     make_cache,
     provider_rules,
 )
-from pipeline.request_builder import ChatRequest, PromptSections, RequestBuilder, changed_sections
-from pipeline.tokens import estimate_tokens
 
 __all__ = [
     "CALLS_SCHEMA",
@@ -90,7 +90,6 @@ __all__ = [
     "WorkloadMix",
     "read_summary",
     "simulate",
-    "simulate_bulk",
     "write_calls",
 ]
 
@@ -246,7 +245,7 @@ class SimulationResult:
 
 
 # --------------------------------------------------------------------------- shapes
-# The workload model's distributions, shared with the bulk generator (pipeline.workload_bulk).
+# The workload model's distributions, shared with the bulk generator (pipeline.cache.workload_bulk).
 
 
 class Shape(NamedTuple):
@@ -956,9 +955,3 @@ def read_summary(path: str | Path) -> SimulationSummary | None:
     text = meta.get(PARQUET_SUMMARY_KEY)
     return SimulationSummary.model_validate_json(text) if text else None
 
-
-def simulate_bulk(n_calls: int, cfg: WorkloadConfig | None = None) -> SimulationResult:
-    """Exactly ``n_calls`` rows drawn fast from the same workload model (see :mod:`pipeline.workload_bulk`)."""
-    from pipeline.workload_bulk import simulate_bulk as bulk
-
-    return bulk(n_calls, cfg or WorkloadConfig())

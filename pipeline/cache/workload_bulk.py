@@ -1,6 +1,6 @@
 """Bulk workload: millions of llm_calls rows in seconds, for benchmarks (``pipeline simulate --bulk N``).
 
-It draws from the same workload model as :mod:`pipeline.workload` (session kinds, rates, the
+It draws from the same workload model as :mod:`pipeline.cache.workload` (session kinds, rates, the
 shapes of gaps and message sizes, the cron grid, the burn-in, the two date modes and the cutover)
 but replaces per-request work with array arithmetic:
 
@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from pipeline.anchoring import date_change_notice
-from pipeline.cache_sim import PromptHasher
-from pipeline.request_builder import PromptSections, RequestBuilder
-from pipeline.tokens import BLOCK_OVERHEAD_TOKENS, estimate_tokens
-from pipeline.workload import (
+from pipeline.anchoring.request_builder import PromptSections, RequestBuilder
+from pipeline.anchoring.rules import date_change_notice
+from pipeline.anchoring.tokens import BLOCK_OVERHEAD_TOKENS, estimate_tokens
+from pipeline.cache.simulator import PromptHasher
+from pipeline.cache.workload import (
     BREAK_P,
     BREAK_RANGE,
     CALLS_SCHEMA,
@@ -294,7 +294,7 @@ def _memory_versions(cfg: WorkloadConfig, n_days: int, project: np.ndarray, at: 
 
 
 def _openai_steps(tokens: np.ndarray) -> np.ndarray:
-    from pipeline.cache_sim import OPENAI_MIN_TOKENS, OPENAI_STEP_TOKENS
+    from pipeline.cache.simulator import OPENAI_MIN_TOKENS, OPENAI_STEP_TOKENS
 
     stepped = OPENAI_MIN_TOKENS + OPENAI_STEP_TOKENS * ((tokens - OPENAI_MIN_TOKENS) // OPENAI_STEP_TOKENS)
     return np.where(tokens < OPENAI_MIN_TOKENS, 0, stepped)

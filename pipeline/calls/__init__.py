@@ -1,37 +1,8 @@
-"""LLM call logs from any provider or harness into `llm_calls`, read the way transcripts are.
+"""`llm_calls` as a log: reading call logs from any provider or harness, and pricing calls.
 
-`import_calls(con, path, fmt, name=..., mapping=...)` is the entry point (the CLI verb
-`pipeline import-calls` wraps it); `read_calls` and `store_calls` are its two halves. Each
-provider's token convention is in `conventions`, file reading in `files`, value parsing in
-`values`.
+Owns: `importer` (the `import-calls` entry point: `import_calls`, `read_calls`, `store_calls`),
+`conventions` (each provider's token convention), `files` (JSONL, CSV and Parquet readers, one
+suffix table), `values` (parsing one cell), `prices` (what a token costs).
+
+May import: `pipeline.warehouse` and the cross-cutting top-level modules. Nothing above it.
 """
-
-from __future__ import annotations
-
-from pipeline.importers.calls import (
-    CallBatch,
-    ImportReport,
-    Problem,
-    Totals,
-    check_mapping,
-    import_calls,
-    parse_mapping,
-    read_calls,
-    store_calls,
-)
-from pipeline.importers.conventions import FORMATS, MAPPABLE, TOKEN_COLUMNS
-
-__all__ = [
-    "FORMATS",
-    "MAPPABLE",
-    "TOKEN_COLUMNS",
-    "CallBatch",
-    "ImportReport",
-    "Problem",
-    "Totals",
-    "check_mapping",
-    "import_calls",
-    "parse_mapping",
-    "read_calls",
-    "store_calls",
-]

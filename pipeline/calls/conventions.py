@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from pipeline.importers import values
-from pipeline.importers.values import MISSING, BadValue, lookup
+from pipeline.calls import values
+from pipeline.calls.values import MISSING, BadValue, lookup
 
 Format = Literal["openai", "anthropic", "deepseek", "columns"]
 FORMATS: Final[tuple[Format, ...]] = ("openai", "anthropic", "deepseek", "columns")

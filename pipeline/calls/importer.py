@@ -25,10 +25,10 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, computed_field
 from pydantic.alias_generators import to_camel
 
-from pipeline import db
+from pipeline.calls import conventions, files
+from pipeline.calls.conventions import FORMATS, MAPPABLE, TOKEN_COLUMNS, Format
 from pipeline.errors import UsageError
-from pipeline.importers import conventions, files
-from pipeline.importers.conventions import FORMATS, MAPPABLE, TOKEN_COLUMNS, Format
+from pipeline.warehouse import db
 
 # The rows handed to DuckDB, in llm_calls' own column names and types.
 SCHEMA: dict[str, pl.DataType] = {
@@ -240,7 +240,7 @@ def import_calls(
 ) -> ImportReport:
     """Read an import file and store its good rows in `llm_calls` as source `import:<name>`.
 
-    `fmt` is one of openai, anthropic, deepseek, columns (conventions: pipeline.importers.conventions);
+    `fmt` is one of openai, anthropic, deepseek, columns (conventions: pipeline.calls.conventions);
     `name` defaults to the file's stem; `mapping` maps llm_calls columns to the file's fields
     (dotted paths from the top of a row). Bad rows are reported, never stored.
     """

@@ -8,7 +8,7 @@ import sys
 
 from pydantic import ValidationError
 
-from pipeline.cli import add_db, add_json, positive_int, print_json
+from pipeline.cli.main import add_db, add_json, positive_int, print_json
 from pipeline.errors import UsageError
 
 DEFAULT_START = "2026-09-01"
@@ -63,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from pipeline.workload import WorkloadConfig, simulate, simulate_bulk, write_calls
+    from pipeline.cache.workload import WorkloadConfig, simulate, write_calls
+    from pipeline.cache.workload_bulk import simulate_bulk
 
     try:
         cfg = WorkloadConfig(
@@ -91,8 +92,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_cache_report(args: argparse.Namespace) -> int:
-    from pipeline.cache_analysis import AnalysisConfig
-    from pipeline.cache_report import ReportInputs, render_table, run_report
+    from pipeline.cache.analysis import AnalysisConfig
+    from pipeline.cache.report import ReportInputs, render_table, run_report
 
     try:
         config = AnalysisConfig(

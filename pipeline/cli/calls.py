@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline import db
-from pipeline.cli import add_db, add_json, print_json
-from pipeline.importers import FORMATS, MAPPABLE, ImportReport, parse_mapping, read_calls, store_calls
+from pipeline.calls.conventions import FORMATS, MAPPABLE
+from pipeline.calls.importer import ImportReport, parse_mapping, read_calls, store_calls
+from pipeline.cli.main import add_db, add_json, print_json
+from pipeline.warehouse import db
 
 # Enough to see what is wrong with a file; the JSON report always lists every problem.
 STDERR_PROBLEMS = 50

@@ -1,6 +1,6 @@
 """Consolidation verbs: `consolidate` (one batch → artifact folder) and `check-answer`.
 
-Both are thin skins: `pipeline.consolidate.run_batch` and `pipeline.contract.check_answer_file` do
+Both are thin skins: `pipeline.consolidator.batch.run_batch` and `pipeline.consolidator.contract.check_answer_file` do
 the work, so a notebook gets exactly what the command line gets.
 """
 
@@ -11,13 +11,14 @@ import sys
 
 from pydantic import ValidationError
 
-from pipeline import db, pending
-from pipeline.artifact import Budgets
-from pipeline.cli import add_db, add_json, print_json
-from pipeline.consolidate import ENGINES, parse_session_ids, run_batch
-from pipeline.contract import check_answer_file
-from pipeline.engine import Event
+from pipeline.cli.main import add_db, add_json, print_json
+from pipeline.consolidator import pending
+from pipeline.consolidator.artifact import Budgets
+from pipeline.consolidator.batch import ENGINES, parse_session_ids, run_batch
+from pipeline.consolidator.contract import check_answer_file
+from pipeline.consolidator.engine import Event
 from pipeline.errors import UsageError
+from pipeline.warehouse import db
 
 _DEFAULTS = Budgets()
 
@@ -93,7 +94,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens, max_seconds=args.max_seconds,
         )
     except ValidationError as exc:
-        from pipeline.cli import _validation_message
+        from pipeline.cli.main import _validation_message
 
         raise UsageError(f"bad budget: {_validation_message(exc)}") from None
     if args.max_retries < 0 or args.timeout <= 0:

@@ -6,10 +6,12 @@ import argparse
 import datetime as dt
 import sys
 
-from pipeline import apply as apply_mod
-from pipeline import config, db, review
-from pipeline.cli import add_db, add_json, print_json
+from pipeline import config
+from pipeline.cli.main import add_db, add_json, print_json
+from pipeline.corpus import apply as apply_mod
+from pipeline.corpus import review
 from pipeline.errors import UsageError
+from pipeline.warehouse import db
 
 
 def _add_corpus(p: argparse.ArgumentParser) -> None:

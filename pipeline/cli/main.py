@@ -1,6 +1,6 @@
 """The `pipeline` command: a thin skin over library functions.
 
-Each area of the product keeps its verbs in its own `cli_*.py` module with a `register(subparsers)`
+Each area of the product keeps its verbs in its own module of `pipeline/cli/` with a `register(subparsers)`
 function; this file only assembles them and turns errors into exit codes:
 0 done, 1 ran with a negative outcome, 2 wrong invocation.
 """
@@ -24,14 +24,14 @@ from pipeline.errors import PipelineError
 # Modules that contribute verbs, in the order `pipeline --help` lists them, with the verbs each
 # registers. Knowing the verbs up front lets a command import only its own module: importing them
 # all (pydantic models, the consolidator, the importers) cost more than a whole re-ingest of a
-# few changed files. tests/test_cli.py checks this table against what the modules register.
+# few changed files. tests/cli/test_cli.py checks this table against what the modules register.
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "pipeline.cli_warehouse": ("ingest", "sql", "sessions", "search", "read"),
-    "pipeline.cli_consolidate": ("consolidate", "check-answer"),
-    "pipeline.cli_corpus": ("apply", "memories", "tasks"),
-    "pipeline.cli_nightly": ("nightly",),
-    "pipeline.cli_calls": ("import-calls",),
-    "pipeline.cli_cache": ("simulate", "cache-report"),
+    "pipeline.cli.warehouse": ("ingest", "sql", "sessions", "search", "read"),
+    "pipeline.cli.consolidate": ("consolidate", "check-answer"),
+    "pipeline.cli.corpus": ("apply", "memories", "tasks"),
+    "pipeline.cli.nightly": ("nightly",),
+    "pipeline.cli.calls": ("import-calls",),
+    "pipeline.cli.cache": ("simulate", "cache-report"),
 }
 COMMAND_MODULES = tuple(COMMANDS)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline import config, nightly
-from pipeline.cli import add_db, add_json, positive_int, print_json
+from pipeline import config
+from pipeline.cli.main import add_db, add_json, positive_int, print_json
+from pipeline.nightly import driver as nightly
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,10 +9,11 @@ import shlex
 import sys
 from typing import Any
 
-from pipeline import db, tools
-from pipeline.cli import add_db, add_json, print_json
+from pipeline.cli.main import add_db, add_json, print_json
+from pipeline.consolidator import tools
 from pipeline.display import plain
 from pipeline.errors import UsageError
+from pipeline.warehouse import db
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from pipeline import ingest  # numpy and pyarrow: only ingest needs them
+    from pipeline.warehouse import ingest  # numpy and pyarrow: only ingest needs them
 
     with db.writing(args.db) as con:
         report = ingest.ingest(con, args.paths, progress=not args.json)
@@ -137,7 +138,7 @@ def _table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
 def cmd_sessions(args: argparse.Namespace) -> int:
     with db.reading(args.db) as con:
         if args.pending:
-            from pipeline import pending
+            from pipeline.consolidator import pending
 
             entries = pending.pending_sessions(con)
         else:

@@ -10,7 +10,7 @@ Why the loop looks the way it does:
   prompt and tools are fixed files, the first user message is a fixed text (budgets only, no dates,
   no batch contents), and the history is only ever appended to. Nothing in any request carries a
   timestamp.
-* Whatever a real model gets wrong is an error result it can read (see `pipeline.toolbox`), never an
+* Whatever a real model gets wrong is an error result it can read (see `pipeline.consolidator.toolbox`), never an
   exception that ends the batch. A reply without a tool call is nudged once.
 * HTTP trouble (429, 5xx, timeouts) is left to the openai client's own retries with back-off;
   `max_retries` is configurable so tests stay fast. When the client gives up, the batch ends with
@@ -28,12 +28,12 @@ import openai
 from openai import OpenAI
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from pipeline.artifact import LlmCallRow
-from pipeline.engine import BatchContext, EngineResult, Recorder, utc_now
+from pipeline.anchoring.fingerprint import request_fingerprints
+from pipeline.consolidator.artifact import LlmCallRow
+from pipeline.consolidator.engine import BatchContext, EngineResult, Recorder, utc_now
+from pipeline.consolidator.prompts import system_prompt, tool_schemas
+from pipeline.consolidator.toolbox import BatchTools, error_result
 from pipeline.errors import PipelineError
-from pipeline.fingerprint import request_fingerprints
-from pipeline.prompts import system_prompt, tool_schemas
-from pipeline.toolbox import BatchTools, error_result
 
 __all__ = ["FIRST_MESSAGE", "NUDGE", "AgentConfig", "first_message", "make_client", "run_agent"]
 

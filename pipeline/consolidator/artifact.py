@@ -28,7 +28,7 @@ from typing import Annotated, Any, Final, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from pydantic.alias_generators import to_camel
 
-from pipeline.contract import Answer, Problem
+from pipeline.consolidator.contract import Answer, Problem
 from pipeline.errors import UsageError
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 `run_batch` is what the CLI verb `pipeline consolidate` and the consolidate notebook both call. It
 opens the warehouse read-only and only briefly, writes nothing but the batch's artifact folder
-(`pipeline.artifact`), and returns a `BatchResult`. Applying the folder to the corpus and the
+(`pipeline.consolidator.artifact`), and returns a `BatchResult`. Applying the folder to the corpus and the
 warehouse is `apply`'s job, later and elsewhere.
 """
 
@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import SecretStr
 
-from pipeline import config, db, tools
-from pipeline.artifact import (
+from pipeline import config
+from pipeline.consolidator import tools
+from pipeline.consolidator.artifact import (
     LLM_CALLS,
     MANIFEST,
     PROBLEMS,
@@ -37,16 +38,17 @@ from pipeline.artifact import (
     write_json,
     write_jsonl,
 )
-from pipeline.contract import Answer
-from pipeline.engine import BatchContext, EngineResult, EventSink, Recorder, utc_now
+from pipeline.consolidator.contract import Answer
+from pipeline.consolidator.engine import BatchContext, EngineResult, EventSink, Recorder, utc_now
+from pipeline.consolidator.rules import run_rules
 from pipeline.errors import PipelineError, UsageError
 from pipeline.faults import crash_point
-from pipeline.rules import run_rules
+from pipeline.warehouse import db
 
 if TYPE_CHECKING:  # the openai client is imported only when the LLM engine runs: it is slow to load
     from openai import OpenAI
 
-    from pipeline.agent import AgentConfig
+    from pipeline.consolidator.agent import AgentConfig
 
 __all__ = [
     "ENGINES",
@@ -228,7 +230,7 @@ def run_batch(
                 "the openai engine needs OPENAI_API_KEY, or --base-url for a local server that "
                 "takes no key (or run the offline engine with --engine rules)"
             )
-        from pipeline.agent import AgentConfig
+        from pipeline.consolidator.agent import AgentConfig
 
         agent_config = AgentConfig(
             model=model, base_url=base_url, api_key=SecretStr(key) if key else None,
@@ -273,7 +275,7 @@ def _run_engine(
     try:
         if engine == "openai":
             assert agent_config is not None
-            from pipeline.agent import run_agent
+            from pipeline.consolidator.agent import run_agent
 
             return run_agent(ctx, recorder, agent_config, client=client)
         return run_rules(ctx, recorder)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.contract import MAX_QUOTE_CHARS, is_question
+from pipeline.consolidator.contract import MAX_QUOTE_CHARS, is_question
 
 __all__ = ["CommitmentFinding", "Message", "commitment_entry", "find_commitments", "sentences"]
 

@@ -4,7 +4,7 @@ An answer is one JSON object with three required keys: `candidates` (memories wo
 `commitments` (work somebody said they would do) and `readSessionIds` (the sessions actually looked
 at). The pydantic models below fix its shape and limits; `check_answer` adds what a schema cannot
 know: that every cited session belongs to the batch and that every quote is really in the transcript
-it names (see `pipeline.quotes`).
+it names (see `pipeline.consolidator.quotes`).
 
 `check_answer` reports every problem of an answer in one pass, so a model can repair all of them in
 its next attempt: a claim that is too long does not stop its quotes from being looked up. A single
@@ -23,8 +23,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from pipeline.consolidator.quotes import QuoteIndex, WarehouseQuotes
 from pipeline.errors import UsageError
-from pipeline.quotes import QuoteIndex, WarehouseQuotes
 
 __all__ = [
     "ACTORS",
@@ -590,7 +590,7 @@ def check_answer_file(
     The warehouse `db` is opened read-only. A missing, unreadable or non-JSON file is a usage error
     that names the file (and where the JSON breaks).
     """
-    from pipeline.db import reading
+    from pipeline.warehouse.db import reading
 
     file = Path(path)
     try:

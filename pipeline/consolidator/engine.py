@@ -1,8 +1,8 @@
 """What a consolidation engine is given and what it hands back.
 
-Both engines (the OpenAI tool loop in `pipeline.agent`, the offline rules in `pipeline.rules`) run
+Both engines (the OpenAI tool loop in `pipeline.consolidator.agent`, the offline rules in `pipeline.consolidator.rules`) run
 one batch against the same `BatchContext`, log every tool call and model call into the same
-`Recorder`, and end with an `EngineResult`; `pipeline.consolidate` turns those into the artifact
+`Recorder`, and end with an `EngineResult`; `pipeline.consolidator.batch` turns those into the artifact
 folder. Progress goes out as `Event`s so a notebook or the CLI can show calls as they happen.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import JsonValue
 
-from pipeline.artifact import (
+from pipeline.consolidator.artifact import (
     Budgets,
     LlmCallRow,
     Outcome,
@@ -26,7 +26,7 @@ from pipeline.artifact import (
     ToolCallRow,
     touched_sessions,
 )
-from pipeline.contract import Answer, Problem
+from pipeline.consolidator.contract import Answer, Problem
 
 __all__ = ["BatchContext", "EngineResult", "Event", "EventKind", "EventSink", "Recorder", "utc_now"]
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline import db, tools
+from pipeline.consolidator import tools
+from pipeline.warehouse import db
 
 
 def manifest_table(session_ids: list[str], db_file: str | Path | None) -> pl.DataFrame:

@@ -6,7 +6,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline import tools
+from pipeline.consolidator import tools
 
 
 def pending_sessions(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 `prompts/consolidator.md` is the system prompt; `prompts/tools.json` is the Chat Completions `tools`
 array (`list_sessions`, `search_transcript`, `read_lines`, `submit_answer`). The bounds those
-descriptions promise are the constants of `pipeline.tools`; tests hold the two together.
+descriptions promise are the constants of `pipeline.consolidator.tools`; tests hold the two together.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from pathlib import Path
 from typing import Any, Final
 
+from pipeline import config
 from pipeline.errors import PipelineError
 
 __all__ = ["PROMPTS_DIR", "TOOL_NAMES", "system_prompt", "tool_schemas"]
 
-PROMPTS_DIR: Final = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR: Final = config.PROMPTS
 SYSTEM_PROMPT_FILE: Final = "consolidator.md"
 TOOLS_FILE: Final = "tools.json"
 TOOL_NAMES: Final = ("list_sessions", "search_transcript", "read_lines", "submit_answer")

@@ -2,7 +2,7 @@
 
 No model and no network. It reads every session of the batch (one `scan` entry per session in the
 tool log, every scanned session named in readSessionIds) and reports recurring error shapes
-(`pipeline.error_shapes`) and first-person commitments (`pipeline.commitments`). Everything is
+(`pipeline.consolidator.error_shapes`) and first-person commitments (`pipeline.consolidator.commitments`). Everything is
 deterministic: same warehouse, same batch, same answer. The answer goes through the same contract
 as a model's; a quote the checker would not find is dropped before submission rather than allowed
 to refuse the whole answer.
@@ -16,12 +16,12 @@ from typing import Any
 
 import duckdb
 
-from pipeline import db
-from pipeline.commitments import Message, commitment_entry, find_commitments
-from pipeline.contract import check_answer
-from pipeline.engine import BatchContext, EngineResult, Recorder, utc_now
-from pipeline.error_shapes import ToolResult, find_error_patterns, pattern_candidate
-from pipeline.quotes import WarehouseQuotes
+from pipeline.consolidator.commitments import Message, commitment_entry, find_commitments
+from pipeline.consolidator.contract import check_answer
+from pipeline.consolidator.engine import BatchContext, EngineResult, Recorder, utc_now
+from pipeline.consolidator.error_shapes import ToolResult, find_error_patterns, pattern_candidate
+from pipeline.consolidator.quotes import WarehouseQuotes
+from pipeline.warehouse import db
 
 __all__ = ["BatchText", "build_answer", "read_batch", "run_rules"]
 

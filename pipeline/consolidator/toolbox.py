@@ -21,11 +21,12 @@ from typing import Any
 import duckdb
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
-from pipeline import db, tools
-from pipeline.contract import CheckResult, check_answer
+from pipeline.consolidator import tools
+from pipeline.consolidator.contract import CheckResult, check_answer
+from pipeline.consolidator.prompts import TOOL_NAMES
+from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.errors import PipelineError
-from pipeline.prompts import TOOL_NAMES
-from pipeline.quotes import WarehouseQuotes
+from pipeline.warehouse import db
 
 __all__ = ["BatchTools", "ToolOutcome", "error_result", "parse_arguments"]
 

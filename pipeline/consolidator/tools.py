@@ -11,8 +11,8 @@ from typing import Any
 
 import duckdb
 
-from pipeline import db
 from pipeline.errors import UsageError
+from pipeline.warehouse import db
 
 MAX_HITS = 50
 CONTEXT_CHARS = 80

@@ -19,12 +19,15 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from pipeline import artifact, config, db, dedupe, memory_file, tasks
-from pipeline.contract import Answer, Candidate, check_answer
-from pipeline.corpus import Corpus
+from pipeline import config
+from pipeline.consolidator import artifact
+from pipeline.consolidator.contract import Answer, Candidate, check_answer
+from pipeline.consolidator.quotes import WarehouseQuotes
+from pipeline.corpus import dedupe, memory_file, tasks
+from pipeline.corpus.git_corpus import Corpus
 from pipeline.faults import crash_point
-from pipeline.quotes import WarehouseQuotes
 from pipeline.redact import redact
+from pipeline.warehouse import db
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.contract import KINDS, MAX_CLAIM_CHARS, MAX_GIST_CHARS
+from pipeline.consolidator.contract import KINDS, MAX_CLAIM_CHARS, MAX_GIST_CHARS
 from pipeline.redact import find_secrets
 
 SLUG_MAX = 60

@@ -6,9 +6,11 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from pipeline import apply, config, db, tasks
-from pipeline.corpus import Corpus
+from pipeline import config
+from pipeline.corpus import apply, tasks
+from pipeline.corpus.git_corpus import Corpus
 from pipeline.errors import UsageError
+from pipeline.warehouse import db
 
 
 def _entry(path: Path, doc: tasks.TaskDoc, root: Path) -> dict[str, Any]:

@@ -16,9 +16,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from pipeline import dedupe
-from pipeline.contract import Commitment
-from pipeline.memory_file import slugify
+from pipeline.consolidator.contract import Commitment
+from pipeline.corpus import dedupe
+from pipeline.corpus.memory_file import slugify
 from pipeline.redact import redact
 
 STATUSES = ("proposed", "confirmed", "rejected", "done")

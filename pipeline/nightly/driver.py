@@ -21,18 +21,21 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline import apply as apply_mod
-from pipeline import config, db, ingest, pending, planner
-from pipeline.consolidate import new_run_id, resolve_engine
+from pipeline import config
+from pipeline.consolidator import pending
+from pipeline.consolidator.batch import new_run_id, resolve_engine
+from pipeline.corpus import apply as apply_mod
 from pipeline.errors import UsageError
 from pipeline.faults import crash_point
-from pipeline.kernels import KERNEL_START_RETRIES, log_says_kernel_did_not_start, run_papermill
-from pipeline.lock import nightly_lock
+from pipeline.nightly import planner
+from pipeline.nightly.kernels import KERNEL_START_RETRIES, log_says_kernel_did_not_start, run_papermill
+from pipeline.nightly.lock import nightly_lock
+from pipeline.warehouse import db, ingest
 
-REPO = Path(__file__).resolve().parent.parent
-CONSOLIDATE_NOTEBOOK = REPO / "notebooks" / "consolidate.ipynb"
-CACHE_NOTEBOOK = REPO / "notebooks" / "cache_anchoring.ipynb"
-REPORT_NOTEBOOK = REPO / "notebooks" / "night_report.ipynb"
+REPO = config.REPO
+CONSOLIDATE_NOTEBOOK = config.NOTEBOOKS / "consolidate.ipynb"
+CACHE_NOTEBOOK = config.NOTEBOOKS / "cache_anchoring.ipynb"
+REPORT_NOTEBOOK = config.NOTEBOOKS / "night_report.ipynb"
 TERMINAL = ("applied", "refused", "no-answer", "failed")
 
 
@@ -378,7 +381,7 @@ def _report(run_id: str, run_dir: Path, db_file: Path, opts: NightlyOptions, say
     else:
         note = "the cache-anchoring notebook (notebooks/cache_anchoring.ipynb) does not exist yet; skipped"
         say(note)
-    from pipeline import night_report
+    from pipeline.nightly import report as night_report
 
     try:
         html = night_report.write(run_id, run_dir, db_file, note=note)

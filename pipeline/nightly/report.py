@@ -13,18 +13,20 @@ from typing import Any
 
 import polars as pl
 
-from pipeline import db, pending
+from pipeline import config
+from pipeline.consolidator import pending
 from pipeline.display import plain
-from pipeline.kernels import run_papermill
+from pipeline.nightly.kernels import run_papermill
+from pipeline.warehouse import db
 
-REPO = Path(__file__).resolve().parent.parent
-NOTEBOOK = REPO / "notebooks" / "night_report.ipynb"
+REPO = config.REPO
+NOTEBOOK = config.NOTEBOOKS / "night_report.ipynb"
 
 
 def _cost(model: str | None, prompt: int | None, cached: int | None, completion: int | None) -> float | None:
     if not prompt and not completion:
         return 0.0
-    from pipeline.prices import DEFAULT_PRICES, price_for
+    from pipeline.calls.prices import DEFAULT_PRICES, price_for
 
     try:
         price = price_for(DEFAULT_PRICES.table("openai"), model)
@@ -103,8 +105,8 @@ def html_table(frame: pl.DataFrame, *, empty: str, link: str | None = None) -> s
 def cache_summary(metrics_file: str | Path) -> str:
     """The cache analysis of the night as a reviewer reads it (Markdown): the report's own text
     table and notes, and where the full figures are. The raw JSON stays in metrics.json."""
-    from pipeline.cache_analysis import CacheReport
-    from pipeline.cache_report import render_table
+    from pipeline.cache.analysis import CacheReport
+    from pipeline.cache.report import render_table
 
     path = Path(metrics_file)
     try:

@@ -76,11 +76,11 @@ def connect(db: str | Path | None = None, *, read_only: bool = False) -> duckdb.
     with contextlib.suppress(duckdb.Error):
         con.execute("SET TimeZone = 'UTC'")
     if not read_only:
-        from pipeline.migrations import migrate
+        from pipeline.warehouse.migrations import migrate
 
         migrate(con)
     else:
-        from pipeline.migrations import pending
+        from pipeline.warehouse.migrations import pending
 
         missing = pending(con)
         if missing:

@@ -17,12 +17,8 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from pipeline import formats
-
-# Claude Code user records that are output of local commands or interruptions, not prompts.
-CLAUDE_NOT_PROMPT = ("<local-command-stdout>", "<local-command-stderr>", "[Request interrupted")
-# Codex injects these as user/developer messages; they are context, not prompts.
-CODEX_INJECTED = ("<environment_context>", "<user_instructions>", "<permissions", "# AGENTS.md", "<INSTRUCTIONS>")
+from pipeline.warehouse import formats
+from pipeline.warehouse.prompt_rules import CLAUDE_NOT_PROMPT, CODEX_INJECTED
 
 # Every field any format needs, extracted with a single parse of each line.
 FIELDS: dict[str, str] = {
@@ -85,7 +81,7 @@ PROJECTION_SQL = f"""
 
 def project(con: duckdb.DuckDBPyConnection, table: str) -> pl.DataFrame:
     """Parse the lines of a registered Arrow table (session_id, line_no, text) into the projection."""
-    from pipeline.db import frame
+    from pipeline.warehouse.db import frame
 
     return frame(con, PROJECTION_SQL.format(table=table), {"paths": _PATHS})
 

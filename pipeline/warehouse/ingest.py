@@ -24,8 +24,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from pipeline import derive, formats
 from pipeline.errors import UsageError
+from pipeline.warehouse import derive, formats
 
 CHUNK_BYTES = 16 * 1024 * 1024
 GROUP_BYTES = 128 * 1024 * 1024  # new bytes per transaction

@@ -156,7 +156,7 @@ def _consolidation(con: duckdb.DuckDBPyConnection) -> None:
 
 @step("004_analyst_views")
 def _views(con: duckdb.DuckDBPyConnection) -> None:
-    from pipeline.views import create_views
+    from pipeline.warehouse.views import create_views
 
     create_views(con)
 
@@ -177,7 +177,7 @@ def _applied(con: duckdb.DuckDBPyConnection) -> None:
 @step("006_messages_is_prompt")
 def _messages_is_prompt(con: duckdb.DuckDBPyConnection) -> None:
     # messages gains is_prompt, so that "what the user asked" leaves out injected context.
-    from pipeline.views import create_views
+    from pipeline.warehouse.views import create_views
 
     create_views(con)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import duckdb
 
-from pipeline.derive import CLAUDE_NOT_PROMPT, CODEX_INJECTED
+from pipeline.warehouse.prompt_rules import CLAUDE_NOT_PROMPT, CODEX_INJECTED
 
 
 def _starts_with_any(expr: str, prefixes: tuple[str, ...]) -> str:
@@ -17,7 +17,7 @@ def _starts_with_any(expr: str, prefixes: tuple[str, ...]) -> str:
     return f"list_bool_or([starts_with({expr}, p) FOR p IN [{literals}]])"
 
 
-# `is_prompt` marks exactly the lines that `sessions.prompts` counts (pipeline/derive.py): what the
+# `is_prompt` marks exactly the lines that `sessions.prompts` counts (pipeline/warehouse/derive.py): what the
 # user typed, not command output, interruptions, meta lines or context the harness injects.
 _CLAUDE_IS_PROMPT = f"""
     json_extract_string(l.text, '$.type') = 'user'

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.anchoring import (
+from pipeline.anchoring.rules import (
     DATE_CHANGE_CLOSE,
     DATE_CHANGE_OPEN,
     HANDOFF_HEADING,

@@ -13,17 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.anchoring import (
-    DATE_CHANGE_OPEN,
-    SYSTEM_NOTICE_OPEN,
-    DateMode,
-    MessageStamp,
-    date_change_notice,
-    is_real_user_message,
-    session_base_ymd,
-    to_chat_message,
-)
-from pipeline.request_builder import (
+from pipeline.anchoring.request_builder import (
     COMPACTION_INSTRUCTION,
     SECTION_NAMES,
     ChatRequest,
@@ -37,6 +27,16 @@ from pipeline.request_builder import (
     section_texts,
     serialize,
     to_wire_message,
+)
+from pipeline.anchoring.rules import (
+    DATE_CHANGE_OPEN,
+    SYSTEM_NOTICE_OPEN,
+    DateMode,
+    MessageStamp,
+    date_change_notice,
+    is_real_user_message,
+    session_base_ymd,
+    to_chat_message,
 )
 
 SECTIONS = PromptSections(

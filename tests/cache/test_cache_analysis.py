@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import db
-from pipeline.cache_analysis import (
+from pipeline.cache.analysis import (
     CAUSES,
     HIT_SHARE,
     AnalysisConfig,
@@ -25,8 +24,9 @@ from pipeline.cache_analysis import (
     daily_rates,
     load_calls,
 )
-from pipeline.cli import main
-from pipeline.workload import CALLS_SCHEMA, WorkloadConfig, simulate, write_calls
+from pipeline.cache.workload import CALLS_SCHEMA, WorkloadConfig, simulate, write_calls
+from pipeline.cli.main import main
+from pipeline.warehouse import db
 
 T0 = dt.datetime(2026, 10, 12, 23, 50, tzinfo=dt.UTC)
 

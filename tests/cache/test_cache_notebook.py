@@ -9,8 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from pipeline import db
-from tests.conftest import REPO, execute_notebook
+from pipeline.warehouse import db
+from tests.helpers import REPO, execute_notebook
 
 NOTEBOOK = REPO / "notebooks" / "cache_anchoring.ipynb"
 PLOTS = ("daily_cached_rate.png", "crossing_vs_other.png", "lost_by_cause.png", "cache_cliffs.png")

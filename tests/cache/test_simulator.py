@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.cache_sim import (
+from pipeline.anchoring.request_builder import PromptSections, RequestBuilder
+from pipeline.anchoring.tokens import BLOCK_OVERHEAD_TOKENS, block_tokens, estimate_tokens
+from pipeline.cache.simulator import (
     ANTHROPIC_LOOKBACK_BLOCKS,
     OPENAI_EXTENDED_TTL_SECONDS,
     OPENAI_IN_MEMORY_TTL_SECONDS,
@@ -21,9 +23,7 @@ from pipeline.cache_sim import (
     make_cache,
     provider_rules,
 )
-from pipeline.prices import DEFAULT_PRICES, ModelPrice, load_prices, price_for
-from pipeline.request_builder import PromptSections, RequestBuilder
-from pipeline.tokens import BLOCK_OVERHEAD_TOKENS, block_tokens, estimate_tokens
+from pipeline.calls.prices import DEFAULT_PRICES, ModelPrice, load_prices, price_for
 
 SECTIONS = PromptSections(
     persona="## Persona\n\n" + "careful agent " * 300,

@@ -11,19 +11,19 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.cache_sim import AnthropicCache, PromptHasher, provider_rules
-from pipeline.cli import main
-from pipeline.request_builder import PromptSections, RequestBuilder, changed_sections
-from pipeline.workload import (
+from pipeline.anchoring.request_builder import PromptSections, RequestBuilder, changed_sections
+from pipeline.cache.simulator import AnthropicCache, PromptHasher, provider_rules
+from pipeline.cache.workload import (
     CALLS_SCHEMA,
     DATE_SECTION,
     TRUE_CAUSES,
     WorkloadConfig,
     read_summary,
     simulate,
-    simulate_bulk,
     write_calls,
 )
+from pipeline.cache.workload_bulk import simulate_bulk
+from pipeline.cli.main import main
 
 SMALL = WorkloadConfig(days=14, scale=0.5)
 
@@ -112,7 +112,7 @@ def _loop_over_midnight(deploy_first: bool) -> list[Any]:
     """One session: a three-call tool loop from 23:59:50 past midnight, then a new turn at 00:02."""
     import random
 
-    from pipeline import workload as w
+    from pipeline.cache import workload as w
 
     cfg = WorkloadConfig(days=5, cutover=dt.date(2026, 9, 3), burn_in_days=0)
     clock = w.Clock("UTC")

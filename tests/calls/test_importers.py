@@ -12,14 +12,14 @@ import duckdb
 import polars as pl
 import pytest
 
-from pipeline import db, ingest
-from pipeline.cli import main
+from pipeline.calls import values as v
+from pipeline.calls.importer import import_calls, parse_mapping, read_calls
+from pipeline.cli.main import main
 from pipeline.errors import UsageError
-from pipeline.importers import import_calls, parse_mapping, read_calls
-from pipeline.importers import values as v
-from tests.conftest import SAMPLES, copy_samples, write_jsonl
+from pipeline.warehouse import db, ingest
+from tests.helpers import SAMPLES, copy_samples, write_jsonl
 
-DATA = Path(__file__).parent / "data" / "importers"
+DATA = Path(__file__).parents[1] / "data" / "importers"
 TOKENS = "prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens"
 
 
@@ -515,7 +515,7 @@ def test_imported_log_and_transcript_usage_give_the_same_cache_report(samples_db
     """Issue 6 acceptance: one analysis reads every source the same way."""
     import datetime as dt
 
-    from pipeline.cache_analysis import AnalysisConfig, analyze
+    from pipeline.cache.analysis import AnalysisConfig, analyze
 
     _export_claude(samples_db, tmp_path / "harness.jsonl")
     import_calls(samples_db, tmp_path / "harness.jsonl", "anthropic")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 
 A1 = "7a6738d0-a8f0-4bb2-bf15-e9ff77de2e75"
 A2 = "94d17458-e734-483d-b466-8395216e13a2"
@@ -141,7 +141,7 @@ def test_the_rules_answer_passes_check_answer(wh: Path, tmp_path: Path, capsys: 
 
 
 def test_sessions_flag_naming_unknown_or_no_session_is_a_usage_error(tmp_path, wh, capsys) -> None:
-    from pipeline.cli import main
+    from pipeline.cli.main import main
 
     answer = tmp_path / "a.json"
     answer.write_text('{"candidates": [], "commitments": [], "readSessionIds": []}')

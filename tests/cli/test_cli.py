@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from tests.conftest import write_jsonl
+from pipeline.cli.main import main
+from tests.helpers import write_jsonl
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_command_table_matches_what_modules_register() -> None:
     import argparse
     import importlib
 
-    from pipeline.cli import COMMANDS
+    from pipeline.cli.main import COMMANDS
 
     for module, verbs in COMMANDS.items():
         sub = argparse.ArgumentParser().add_subparsers()
@@ -131,16 +131,16 @@ def test_command_table_matches_what_modules_register() -> None:
 
 def test_a_verb_imports_only_its_own_module() -> None:
     probe = (
-        "import sys; from pipeline.cli import build_parser; "
+        "import sys; from pipeline.cli.main import build_parser; "
         "build_parser(['--db', 'x.duckdb', 'search', 'S1', 'x']); "
-        "print(sorted(m for m in sys.modules if m.startswith('pipeline.cli_')))"
+        "print(sorted(m for m in sys.modules if m.startswith('pipeline.cli.') and m != 'pipeline.cli.main'))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['pipeline.cli_warehouse']"
+    assert out.strip() == "['pipeline.cli.warehouse']"
 
 
 def test_help_lists_every_verb(capsys) -> None:
-    from pipeline.cli import COMMANDS
+    from pipeline.cli.main import COMMANDS
 
     with pytest.raises(SystemExit) as exc:
         main(["--help"])

@@ -1,6 +1,6 @@
 """The consolidator agent against the fake OpenAI server: the real client, scripted (and hostile) models.
 
-Each scenario runs a whole batch through `pipeline.consolidate.run_batch` with the openai engine and
+Each scenario runs a whole batch through `pipeline.consolidator.batch.run_batch` with the openai engine and
 checks the outcome and the artifact folder it leaves behind.
 """
 
@@ -16,14 +16,13 @@ from typing import Any
 
 import pytest
 
-from pipeline import db, ingest
-from pipeline.agent import FIRST_MESSAGE, NUDGE
-from pipeline.artifact import Budgets, load_artifact
-from pipeline.cli import main
-from pipeline.consolidate import BatchResult, run_batch
-from pipeline.engine import Event
-from pipeline.prompts import system_prompt, tool_schemas
-from tests.conftest import SAMPLES
+from pipeline.cli.main import main
+from pipeline.consolidator.agent import FIRST_MESSAGE, NUDGE
+from pipeline.consolidator.artifact import Budgets, load_artifact
+from pipeline.consolidator.batch import BatchResult, run_batch
+from pipeline.consolidator.engine import Event
+from pipeline.consolidator.prompts import system_prompt, tool_schemas
+from pipeline.warehouse import db, ingest
 from tests.fakes.openai_server import (
     Dynamic,
     FakeOpenAI,
@@ -37,6 +36,7 @@ from tests.fakes.openai_server import (
     tool_results,
     tool_turn,
 )
+from tests.helpers import SAMPLES
 
 A1 = "7a6738d0-a8f0-4bb2-bf15-e9ff77de2e75"
 A2 = "94d17458-e734-483d-b466-8395216e13a2"

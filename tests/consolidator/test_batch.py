@@ -9,18 +9,20 @@ from typing import Any
 
 import pytest
 
-from pipeline import artifact, consolidate, db, tools
-from pipeline.artifact import (
+from pipeline.cli.main import main
+from pipeline.consolidator import artifact, tools
+from pipeline.consolidator import batch as consolidate
+from pipeline.consolidator.artifact import (
     ARTIFACT_FILES,
     ArtifactError,
     Budgets,
     IncompleteArtifactError,
     load_artifact,
 )
-from pipeline.cli import main
-from pipeline.consolidate import batch_id_for, parse_session_ids, run_batch
-from pipeline.engine import Event
+from pipeline.consolidator.batch import batch_id_for, parse_session_ids, run_batch
+from pipeline.consolidator.engine import Event
 from pipeline.errors import UsageError
+from pipeline.warehouse import db
 from tests.fakes.openai_server import FakeOpenAI, call, text_turn, tool_turn
 
 A1 = "7a6738d0-a8f0-4bb2-bf15-e9ff77de2e75"

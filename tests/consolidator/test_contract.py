@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline import db, tools
-from pipeline.contract import (
+from pipeline.consolidator import tools
+from pipeline.consolidator.contract import (
     ACTORS,
     KINDS,
     MAX_CLAIM_CHARS,
@@ -30,9 +30,10 @@ from pipeline.contract import (
     check_answer,
     check_answer_file,
 )
+from pipeline.consolidator.prompts import TOOL_NAMES, system_prompt, tool_schemas
+from pipeline.consolidator.quotes import MemoryQuotes
 from pipeline.errors import UsageError
-from pipeline.prompts import TOOL_NAMES, system_prompt, tool_schemas
-from pipeline.quotes import MemoryQuotes
+from pipeline.warehouse import db
 
 S1 = [
     json.dumps({"type": "user", "message": {"content": "don't use npm here, this repo is on pnpm"}}),

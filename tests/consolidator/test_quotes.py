@@ -13,8 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pipeline import db
-from pipeline.quotes import (
+from pipeline.consolidator.quotes import (
     CLOSEST_SCAN_CHARS,
     PASSAGE_CHARS,
     MemoryQuotes,
@@ -24,6 +23,7 @@ from pipeline.quotes import (
     escape_safe_needle,
     quote_in_line,
 )
+from pipeline.warehouse import db
 
 # --- an independent statement of the rule, for differential tests ------------------------------
 

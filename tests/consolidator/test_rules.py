@@ -10,15 +10,21 @@ from typing import Any
 
 import pytest
 
-from pipeline import db
-from pipeline.artifact import Budgets
-from pipeline.commitments import Message, find_commitments, sentences
-from pipeline.contract import check_answer
-from pipeline.engine import BatchContext, Recorder
-from pipeline.error_shapes import ToolResult, error_head, error_lines, error_shape, find_error_patterns
-from pipeline.quotes import WarehouseQuotes
-from pipeline.rules import build_answer, run_rules
-from tests.conftest import SAMPLES
+from pipeline.consolidator.artifact import Budgets
+from pipeline.consolidator.commitments import Message, find_commitments, sentences
+from pipeline.consolidator.contract import check_answer
+from pipeline.consolidator.engine import BatchContext, Recorder
+from pipeline.consolidator.error_shapes import (
+    ToolResult,
+    error_head,
+    error_lines,
+    error_shape,
+    find_error_patterns,
+)
+from pipeline.consolidator.quotes import WarehouseQuotes
+from pipeline.consolidator.rules import build_answer, run_rules
+from pipeline.warehouse import db
+from tests.helpers import SAMPLES
 
 EXPECTED = json.loads((SAMPLES / "expected.json").read_text(encoding="utf-8"))
 

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import ingest, tools
-from pipeline.tools import ToolError
-from tests.conftest import write_jsonl
+from pipeline.consolidator import tools
+from pipeline.consolidator.tools import ToolError
+from pipeline.warehouse import ingest
+from tests.helpers import write_jsonl
 
 LINES = [
     {"type": "user", "sessionId": "S1", "message": {"role": "user", "content": 'say "hi" to C:\\Users\\ana and café ☕'}},
@@ -136,7 +137,7 @@ def test_search_total_equals_str_count_for_any_phrase(session_module, phrase: st
 
 @pytest.fixture(scope="module")
 def session_module(tmp_path_factory):
-    from pipeline import db
+    from pipeline.warehouse import db
 
     d = tmp_path_factory.mktemp("prop")
     texts = ["abcabc", "a\\\"b", "ééé", "x y  z", "🎉a🎉", "\\u00e9"]

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import apply, db, ingest, pending, tools
-from pipeline.corpus import Corpus
-from tests import artifacts as A
-from tests.conftest import SAMPLES, write_jsonl
+from pipeline.consolidator import pending, tools
+from pipeline.corpus import apply
+from pipeline.corpus.git_corpus import Corpus
+from pipeline.warehouse import db, ingest
+from tests import helpers as A
+from tests.helpers import SAMPLES, write_jsonl
 
 PG = A.occurrences("pg-connection-refused")
 MOD = A.occurrences("module-not-found")

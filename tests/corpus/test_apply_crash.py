@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import db
-from pipeline.corpus import Corpus
+from pipeline.corpus.git_corpus import Corpus
 from pipeline.faults import CRASH_EXIT_CODE
-from tests import artifacts as A
-from tests.conftest import REPO, copy_samples
+from pipeline.warehouse import db
+from tests import helpers as A
+from tests.helpers import REPO, copy_samples
 
 PG = A.occurrences("pg-connection-refused")
 MOD = A.occurrences("module-not-found")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline import dedupe, memory_file
+from pipeline.corpus import dedupe, memory_file
 from pipeline.redact import find_secrets, redact
 
 SECRETS = {

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import apply, db, review, tasks
-from pipeline.corpus import Corpus
+from pipeline.corpus import apply, review, tasks
+from pipeline.corpus.git_corpus import Corpus
 from pipeline.errors import UsageError
-from tests import artifacts as A
+from pipeline.warehouse import db
+from tests import helpers as A
 
 ROTATE = A.commitment("user-rotate-staging-credentials")
 SHIM = A.commitment("agent-remove-compat-shim")

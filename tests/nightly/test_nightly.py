@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import db, pending, planner
-from pipeline.corpus import Corpus
-from pipeline.lock import LockedError, NightlyLock, lock_path
-from tests.conftest import REPO, SAMPLES
+from pipeline.consolidator import pending
+from pipeline.corpus.git_corpus import Corpus
+from pipeline.nightly import planner
+from pipeline.nightly.lock import LockedError, NightlyLock, lock_path
+from pipeline.warehouse import db
+from tests.helpers import REPO, SAMPLES
 
 pytestmark = pytest.mark.slow
 
@@ -177,7 +179,7 @@ def test_stale_lock_is_taken_over_and_its_batches_ended(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("failures", [1, 5])
 def test_a_batch_whose_kernel_did_not_start_is_started_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failures: int) -> None:
-    from pipeline import nightly as night
+    from pipeline.nightly import driver as night
 
     wh = tmp_path / "w.duckdb"
     db.connect(wh).close()
@@ -209,7 +211,7 @@ def test_a_batch_whose_kernel_did_not_start_is_started_again(tmp_path: Path, mon
 
 
 def test_run_papermill_runs_again_only_when_the_kernel_did_not_start(tmp_path: Path) -> None:
-    from pipeline.kernels import run_papermill
+    from pipeline.nightly.kernels import run_papermill
 
     counter = tmp_path / "n"
     script = (

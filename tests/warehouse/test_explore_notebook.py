@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.conftest import REPO, execute_notebook
+from tests.helpers import REPO, execute_notebook
 
 
 @pytest.mark.slow

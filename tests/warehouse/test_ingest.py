@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import db, ingest
 from pipeline.errors import UsageError
-from tests.conftest import write_jsonl
+from pipeline.warehouse import db, ingest
+from tests.helpers import write_jsonl
 
 
 def cc(kind: str, sid: str = "S1", ts: str = "2026-10-01T10:00:00.000Z", **extra) -> dict:

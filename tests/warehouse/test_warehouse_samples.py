@@ -8,8 +8,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline import db, ingest, tools
-from tests.conftest import SAMPLES
+from pipeline.consolidator import tools
+from pipeline.warehouse import db, ingest
+from tests.helpers import SAMPLES
 
 EXPECTED = json.loads((SAMPLES / "expected.json").read_text(encoding="utf-8"))
 

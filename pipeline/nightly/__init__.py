@@ -1,0 +1,9 @@
+"""The nightly job: ingest, plan, run batches through papermill, apply, report.
+
+Owns: `driver` (one night end to end), `planner` (batches of pending sessions), `lock` (one night
+at a time per warehouse), `kernels` (running a notebook through papermill, with the kernel-start
+retry), `report` (the night's HTML report).
+
+May import: every stage below the CLI (`corpus`, `consolidator`, `warehouse`, `cache`, `calls`,
+`anchoring`) and the cross-cutting top-level modules.
+"""

@@ -1,0 +1,133 @@
+"""The package's shape: imports run one way between stages, and nothing imports in a circle.
+
+Each stage is a subpackage of `pipeline/`; the table below says which stages each one may import.
+The cross-cutting top-level modules (config, errors, faults, display, redact) import no stage.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "pipeline"
+
+TOP = "top"  # config, errors, faults, display, redact
+ALLOWED: dict[str, set[str]] = {
+    TOP: {TOP},
+    "anchoring": {TOP},
+    "warehouse": {TOP},
+    "calls": {"warehouse", TOP},
+    "consolidator": {"warehouse", "anchoring", TOP},
+    "cache": {"calls", "anchoring", "warehouse", TOP},
+    "corpus": {"consolidator", "warehouse", TOP},
+    "nightly": {"corpus", "consolidator", "warehouse", "cache", "calls", "anchoring", TOP},
+    # The analyst's facade (`from pipeline.explore import query`) and the CLI sit on top.
+    "explore": {"warehouse", TOP},
+    "cli": {"nightly", "corpus", "consolidator", "warehouse", "cache", "calls", "anchoring", TOP},
+    "main": {"cli"},
+}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def stage_of(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return TOP
+    if parts[1] == "__main__":
+        return "main"
+    if (PACKAGE / parts[1]).is_dir() or parts[1] == "explore":
+        return parts[1]
+    return TOP
+
+
+def pipeline_imports(path: Path) -> set[str]:
+    """Every `pipeline…` module a file imports, at any depth (lazy imports inside functions count)."""
+    found: set[str] = set()
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "pipeline")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "pipeline":
+            for a in node.names:
+                # `from pipeline.x import y` imports the module pipeline.x.y when y is one
+                candidate = f"{node.module}.{a.name}"
+                is_module = (ROOT / Path(*candidate.split("."))).with_suffix(".py").exists() or (
+                    ROOT / Path(*candidate.split("."))
+                ).is_dir()
+                found.add(candidate if is_module else node.module)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): pipeline_imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_every_subpackage_says_what_it_owns_and_may_import() -> None:
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc, f"{init} has no docstring"
+        if init.parent.name != "cli":
+            assert "May import" in doc, f"{init} does not say what it may import"
+
+
+def test_no_stage_imports_a_stage_above_it() -> None:
+    wrong = []
+    for module, imports in graph().items():
+        stage = stage_of(module)
+        for target in imports:
+            other = stage_of(target)
+            if other != stage and other not in ALLOWED[stage]:
+                wrong.append(f"{module} ({stage}) imports {target} ({other})")
+    assert not wrong, "\n".join(wrong)
+
+
+def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of the graph, as a path that ends where it starts, or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(g.get(node, ())):
+            if nxt not in g:
+                continue
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(g):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_no_import_cycle() -> None:
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " → ".join(cycle or [])
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    g = {"pipeline.a": {"pipeline.b"}, "pipeline.b": {"pipeline.c"}, "pipeline.c": {"pipeline.a"}}
+    assert find_cycle(g) == ["pipeline.a", "pipeline.b", "pipeline.c", "pipeline.a"]
+    assert find_cycle({"pipeline.a": {"pipeline.b"}, "pipeline.b": set()}) is None
+
+
+def test_tests_mirror_the_package() -> None:
+    """A stage's tests live in tests/<stage>/, so a reader finds a module's tests by its path."""
+    stages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name not in ("data", "fakes", "__pycache__")}
+    assert folders <= stages, f"test folders with no stage: {sorted(folders - stages)}"
+    assert stages <= folders, f"stages with no test folder: {sorted(stages - folders)}"
