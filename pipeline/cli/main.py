@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "pipeline.cli.consolidate": ("consolidate", "check-answer"),
     "pipeline.cli.corpus": ("apply", "memories", "tasks"),
     "pipeline.cli.nightly": ("nightly",),
+    "pipeline.cli.eval": ("eval",),
     "pipeline.cli.calls": ("import-calls",),
     "pipeline.cli.cache": ("simulate", "cache-report"),
 }

@@ -1,0 +1,54 @@
+"""`pipeline eval`: measure an engine on labelled sessions (a thin skin over `pipeline.nightly.evaluate`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipeline.cli.main import add_db, add_json, print_json
+from pipeline.consolidator.batch import ENGINES
+from pipeline.consolidator.engine import Event
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval",
+        help="run an engine over a gold file's reviewed sessions and score what it proposes",
+        description=(
+            "Plan the gold file's reviewed sessions into batches as the nightly job would, run the engine on "
+            "each (artifact folders only: the corpus, tasks and watermarks are never touched), and score the "
+            "proposed memories and commitments against the gold items: proposed, matched, matched only a "
+            "borderline item, unmatched, precision, recall. Exit 0 when every batch ended with an accepted "
+            "answer, 1 when one did not, 2 on a wrong invocation or a malformed gold file."
+        ),
+    )
+    p.add_argument("--gold", required=True, metavar="FILE", help="gold JSONL (reviewed, memory, commitment, not_commitment)")
+    p.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="auto (default): openai when OPENAI_API_KEY is set, else the offline rules")
+    p.add_argument("--model", metavar="M", help="model name for the openai engine (env PIPELINE_MODEL)")
+    p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
+    p.add_argument("--out", metavar="DIR", help="folder for the batches' artifact folders (default: a new temporary folder)")
+    add_db(p)
+    add_json(p)
+    p.set_defaults(func=cmd_eval)
+
+
+def _progress(event: Event) -> None:
+    sys.stderr.write(f"{event.text}\n")
+    sys.stderr.flush()
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from pipeline.nightly.evaluate import evaluate, render_table
+
+    result = evaluate(
+        args.gold, db_path=args.db, engine=args.engine, model=args.model, base_url=args.base_url,
+        out_dir=args.out, on_event=_progress,
+    )
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+    if args.json:
+        print_json(result.to_json())
+    else:
+        sys.stdout.write(render_table(result))
+    return result.exit_code

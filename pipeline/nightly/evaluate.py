@@ -1,0 +1,570 @@
+"""Consolidation quality, measured: run an engine over labelled sessions and score what it proposes.
+
+A gold file (JSONL, one object a line; other tools write these files, so the names are fixed) holds:
+
+* `{"type": "reviewed", "sessionId"}`: a session the labeller read in full. Only these count.
+* `{"type": "memory", "kind", "claim", "certainty": "clear"|"borderline", "rulesDetectable", "evidence"}`
+* `{"type": "commitment", "actor": "user"|"agent"|"other", "resolved", "certainty", "evidence"}`
+* `{"type": "not_commitment", "evidence"}`: a tempting sentence that is not a promise.
+
+Every `evidence` item is `{"sessionId", "line", "quote"}` with the warehouse's 1-based line number.
+
+`evaluate` plans the reviewed sessions into batches exactly as the nightly planner does, runs each
+batch with `pipeline.consolidator.batch.run_batch` (artifact folders under `out_dir`, the warehouse
+opened read-only; nothing is applied, so the corpus, tasks and watermarks are never touched) and
+scores the accepted answers with `score`:
+
+* a proposed evidence item matches a gold one when it is in the same session and either its quote
+  lies on the gold line or a line next to it (raw line text or its JSON-decoded strings), or the two
+  quotes overlap (one contains the other, or they share 20 consecutive characters);
+* a proposal matches a gold item when any of its evidence items matches any of the item's;
+* precision = proposals matching a clear item / (proposals − those matching only borderline items);
+* memory recall is over clear items with `rulesDetectable` true when the engine is `rules`, over all
+  clear items otherwise; commitment recall is over clear items;
+* proposals whose evidence lies wholly outside the reviewed sessions are not scored; `actor: other`
+  commitments are not scored (a proposal by `other` is left out, and a gold `other` item counts as
+  borderline: matching it neither rewards nor penalises).
+
+A figure whose denominator is zero is None (shown as "–"), never a division by zero.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError
+
+from pipeline.consolidator import tools
+from pipeline.consolidator.batch import BatchResult, resolve_engine, run_batch
+from pipeline.consolidator.contract import Answer, Kind
+from pipeline.consolidator.engine import Event, EventSink
+from pipeline.consolidator.quotes import quote_in_line
+from pipeline.errors import UsageError
+from pipeline.nightly import planner
+from pipeline.warehouse import db
+
+__all__ = [
+    "OVERLAP_CHARS",
+    "Evaluation",
+    "Figures",
+    "GoldCommitment",
+    "GoldEvidence",
+    "GoldMemory",
+    "GoldNotCommitment",
+    "GoldReviewed",
+    "GoldSet",
+    "Proposal",
+    "Score",
+    "evaluate",
+    "load_gold",
+    "parse_gold",
+    "proposals_from",
+    "render_table",
+    "score",
+]
+
+# Two quotes that share this many consecutive characters are the same evidence.
+OVERLAP_CHARS = 20
+# How much of a claim or quote the table shows for an unmatched proposal.
+_SHOW_CHARS = 160
+
+
+# -- the gold file ---------------------------------------------------------------------------------------
+class _Gold(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GoldEvidence(_Gold):
+    sessionId: Annotated[str, Field(min_length=1)]
+    line: Annotated[StrictInt, Field(ge=1)]
+    quote: Annotated[str, Field(min_length=1)]
+
+
+Certainty = Literal["clear", "borderline"]
+
+
+class GoldReviewed(_Gold):
+    type: Literal["reviewed"]
+    sessionId: Annotated[str, Field(min_length=1)]
+
+
+class GoldMemory(_Gold):
+    type: Literal["memory"]
+    kind: Kind
+    claim: Annotated[str, Field(min_length=1)]
+    certainty: Certainty
+    rulesDetectable: StrictBool
+    evidence: Annotated[list[GoldEvidence], Field(min_length=1)]
+
+
+class GoldCommitment(_Gold):
+    type: Literal["commitment"]
+    actor: Literal["user", "agent", "other"]
+    resolved: StrictBool
+    certainty: Certainty
+    evidence: Annotated[list[GoldEvidence], Field(min_length=1)]
+
+
+class GoldNotCommitment(_Gold):
+    type: Literal["not_commitment"]
+    evidence: Annotated[list[GoldEvidence], Field(min_length=1)]
+
+
+GoldRecord = Annotated[GoldReviewed | GoldMemory | GoldCommitment | GoldNotCommitment, Field(discriminator="type")]
+_RECORD: TypeAdapter[GoldRecord] = TypeAdapter(GoldRecord)
+
+
+@dataclass
+class GoldSet:
+    """A parsed gold file: the reviewed sessions and the labelled items, each with its file line."""
+
+    path: str
+    reviewed: list[str] = field(default_factory=list)
+    reviewed_at: dict[str, int] = field(default_factory=dict)  # session → gold-file line
+    memories: list[tuple[int, GoldMemory]] = field(default_factory=list)
+    commitments: list[tuple[int, GoldCommitment]] = field(default_factory=list)
+    not_commitments: list[tuple[int, GoldNotCommitment]] = field(default_factory=list)
+
+    def evidence(self) -> Iterable[GoldEvidence]:
+        for _, m in self.memories:
+            yield from m.evidence
+        for _, c in self.commitments:
+            yield from c.evidence
+        for _, n in self.not_commitments:
+            yield from n.evidence
+
+
+def _where(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "type"
+
+
+def _problems(source: str, line_no: int, exc: ValidationError) -> list[str]:
+    found = []
+    for err in exc.errors():
+        loc = list(err["loc"])
+        if err["type"] in ("union_tag_not_found", "union_tag_invalid"):
+            where, msg = "type", "must be one of reviewed, memory, commitment, not_commitment"
+        else:
+            # The first element names the union member (the record's type); the field follows.
+            where, msg = _where(loc[1:]), err["msg"]
+        found.append(f"{source}:{line_no}:{where}: {msg}")
+    return found
+
+
+def parse_gold(lines: Iterable[str], source: str = "<gold>") -> GoldSet:
+    """Parse gold JSONL; every problem is reported at once as `file:line:field: message` (UsageError)."""
+    gold = GoldSet(path=source)
+    problems: list[str] = []
+    for line_no, raw in enumerate(lines, start=1):
+        text = raw.strip()
+        if not text:
+            continue
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{source}:{line_no}:-: not JSON ({exc.msg} at column {exc.colno})")
+            continue
+        if not isinstance(data, dict):
+            problems.append(f"{source}:{line_no}:-: a gold record is a JSON object, got {type(data).__name__}")
+            continue
+        try:
+            record = _RECORD.validate_python(data)
+        except ValidationError as exc:
+            problems.extend(_problems(source, line_no, exc))
+            continue
+        if isinstance(record, GoldReviewed):
+            if record.sessionId not in gold.reviewed_at:
+                gold.reviewed.append(record.sessionId)
+                gold.reviewed_at[record.sessionId] = line_no
+        elif isinstance(record, GoldMemory):
+            gold.memories.append((line_no, record))
+        elif isinstance(record, GoldCommitment):
+            gold.commitments.append((line_no, record))
+        else:
+            gold.not_commitments.append((line_no, record))
+    if problems:
+        shown = problems[:50]
+        more = f"\n… and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
+        raise UsageError(f"malformed gold file ({len(problems)} problem(s)):\n" + "\n".join(shown) + more)
+    if not gold.reviewed:
+        raise UsageError(
+            f"{source}: no reviewed session: add {{\"type\": \"reviewed\", \"sessionId\": …}} lines for the "
+            "sessions read in full (only those are scored)"
+        )
+    return gold
+
+
+def load_gold(path: str | Path) -> GoldSet:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such gold file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except IsADirectoryError:
+        raise UsageError(f"{p}: is a folder; --gold takes a JSONL file") from None
+    return parse_gold(text.splitlines(), str(p))
+
+
+# -- proposals -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Proposal:
+    """One memory candidate or commitment an engine proposed, reduced to what scoring needs."""
+
+    type: Literal["memory", "commitment"]
+    text: str  # the claim or the statement
+    evidence: tuple[tuple[str, str], ...]  # (sessionId, quote)
+    actor: str | None = None
+    batch_id: str | None = None
+
+
+def proposals_from(answer: Answer, batch_id: str | None = None) -> list[Proposal]:
+    out = [
+        Proposal("memory", c.claim, tuple((e.sessionId, e.quote) for e in c.evidence), batch_id=batch_id)
+        for c in answer.candidates
+    ]
+    out += [
+        Proposal("commitment", c.statement, tuple((e.sessionId, e.quote) for e in c.evidence),
+                 actor=c.actor, batch_id=batch_id)
+        for c in answer.commitments
+    ]
+    return out
+
+
+# -- scoring ---------------------------------------------------------------------------------------------
+class Figures(BaseModel):
+    """One row of the table. `clear` is the recall denominator, `found` how many of those were found."""
+
+    proposed: int
+    matched: int
+    borderline_only: int
+    unmatched: int
+    precision: float | None
+    recall: float | None
+    clear: int
+    found: int
+
+
+class Score(BaseModel):
+    memories: Figures
+    commitments: Figures
+    falseCommitments: int
+    notCommitments: int
+    unmatchedExamples: dict[str, list[dict[str, Any]]]
+
+
+def _overlap(a: str, b: str, n: int = OVERLAP_CHARS) -> bool:
+    if a in b or b in a:
+        return True
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    return any(short[i:i + n] in long_ for i in range(len(short) - n + 1))
+
+
+LineText = Callable[[str, int], str | None]
+
+
+def _evidence_matches(sid: str, quote: str, gold: GoldEvidence, line_text: LineText) -> bool:
+    if sid != gold.sessionId:
+        return False
+    if _overlap(quote, gold.quote):
+        return True
+    for n in (gold.line - 1, gold.line, gold.line + 1):
+        text = line_text(sid, n) if n >= 1 else None
+        if text is not None and quote_in_line(quote, text):
+            return True
+    return False
+
+
+def _matches(p: Proposal, evidence: Sequence[GoldEvidence], reviewed: set[str], line_text: LineText) -> bool:
+    return any(
+        _evidence_matches(sid, quote, g, line_text)
+        for sid, quote in p.evidence if sid in reviewed
+        for g in evidence
+    )
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return round(num / den, 4) if den else None
+
+
+def _in_review(evidence: Sequence[GoldEvidence], reviewed: set[str]) -> list[GoldEvidence]:
+    return [e for e in evidence if e.sessionId in reviewed]
+
+
+def _figures(
+    props: Sequence[Proposal],
+    clear: Sequence[list[GoldEvidence]],
+    other: Sequence[list[GoldEvidence]],
+    recall_scope: Sequence[bool],
+    reviewed: set[str],
+    line_text: LineText,
+) -> tuple[Figures, list[Proposal]]:
+    """`clear` items (evidence in review), `other` items a match with which is neither reward nor
+    penalty (borderline, actor other), `recall_scope[i]`: whether clear item i counts for recall."""
+    matched = borderline_only = 0
+    found = [False] * len(clear)
+    unmatched: list[Proposal] = []
+    for p in props:
+        hits = [i for i, ev in enumerate(clear) if _matches(p, ev, reviewed, line_text)]
+        for i in hits:
+            found[i] = True
+        if hits:
+            matched += 1
+        elif any(_matches(p, ev, reviewed, line_text) for ev in other):
+            borderline_only += 1
+        else:
+            unmatched.append(p)
+    in_scope = [i for i, s in enumerate(recall_scope) if s]
+    hit = sum(1 for i in in_scope if found[i])
+    figures = Figures(
+        proposed=len(props), matched=matched, borderline_only=borderline_only, unmatched=len(unmatched),
+        precision=_ratio(matched, len(props) - borderline_only), recall=_ratio(hit, len(in_scope)),
+        clear=len(in_scope), found=hit,
+    )
+    return figures, unmatched
+
+
+def _example(p: Proposal, negatives: Sequence[list[GoldEvidence]], reviewed: set[str], line_text: LineText) -> dict[str, Any]:
+    sid, quote = p.evidence[0] if p.evidence else ("", "")
+    out: dict[str, Any] = {("claim" if p.type == "memory" else "statement"): p.text, "sessionId": sid, "quote": quote}
+    if p.type == "commitment":
+        out["actor"] = p.actor
+        out["notCommitment"] = any(_matches(p, ev, reviewed, line_text) for ev in negatives)
+    if p.batch_id:
+        out["batchId"] = p.batch_id
+    return out
+
+
+def score(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText, *, engine: str) -> Score:
+    """Score `proposals` against `gold`; `line_text(session, line)` is a warehouse line (None if absent)."""
+    reviewed = set(gold.reviewed)
+
+    def scored(p: Proposal) -> bool:
+        return any(sid in reviewed for sid, _ in p.evidence) and not (p.type == "commitment" and p.actor == "other")
+
+    mems = [p for p in proposals if p.type == "memory" and scored(p)]
+    coms = [p for p in proposals if p.type == "commitment" and scored(p)]
+
+    mem_clear = [(m, _in_review(m.evidence, reviewed)) for _, m in gold.memories if m.certainty == "clear"]
+    mem_clear = [(m, ev) for m, ev in mem_clear if ev]
+    mem_other = [ev for ev in (_in_review(m.evidence, reviewed) for _, m in gold.memories if m.certainty != "clear") if ev]
+    scope = [m.rulesDetectable or engine != "rules" for m, _ in mem_clear]
+    mem_fig, mem_unmatched = _figures(mems, [ev for _, ev in mem_clear], mem_other, scope, reviewed, line_text)
+
+    com_clear = [ev for ev in (_in_review(c.evidence, reviewed) for _, c in gold.commitments
+                               if c.certainty == "clear" and c.actor != "other") if ev]
+    com_other = [ev for ev in (_in_review(c.evidence, reviewed) for _, c in gold.commitments
+                               if c.certainty != "clear" or c.actor == "other") if ev]
+    com_fig, com_unmatched = _figures(coms, com_clear, com_other, [True] * len(com_clear), reviewed, line_text)
+
+    negatives = [ev for ev in (_in_review(n.evidence, reviewed) for _, n in gold.not_commitments) if ev]
+    false_commitments = sum(1 for ev in negatives if any(_matches(p, ev, reviewed, line_text) for p in coms))
+    return Score(
+        memories=mem_fig,
+        commitments=com_fig,
+        falseCommitments=false_commitments,
+        notCommitments=len(negatives),
+        unmatchedExamples={
+            "memories": [_example(p, negatives, reviewed, line_text) for p in mem_unmatched],
+            "commitments": [_example(p, negatives, reviewed, line_text) for p in com_unmatched],
+        },
+    )
+
+
+# -- one evaluation run ----------------------------------------------------------------------------------
+@dataclass
+class Evaluation:
+    """What `evaluate` did: the engine that ran, each batch's outcome, the score, and warnings."""
+
+    engine: str
+    out_dir: Path
+    gold: GoldSet
+    batches: list[BatchResult]
+    score: Score
+    warnings: list[str]
+
+    @property
+    def failed(self) -> list[BatchResult]:
+        return [b for b in self.batches if not b.accepted]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every batch ended with an accepted answer, 1 when one did not (the scores then
+        cover only what the accepted batches proposed)."""
+        return 1 if self.failed else 0
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.score
+        return {
+            "memories": s.memories.model_dump(),
+            "commitments": s.commitments.model_dump(),
+            "falseCommitments": s.falseCommitments,
+            "unmatchedExamples": s.unmatchedExamples,
+            "notCommitments": s.notCommitments,
+            "engine": self.engine,
+            "gold": self.gold.path,
+            "reviewedSessions": len(self.gold.reviewed),
+            "outDir": str(self.out_dir),
+            "batches": [
+                {"batchId": b.manifest.batch_id, "sessionIds": b.manifest.session_ids, "outcome": b.outcome,
+                 "reason": b.reason, "outDir": str(b.out_dir), "tokens": b.run.tokens.model_dump(mode="json"),
+                 "cachedShare": b.run.cached_share}
+                for b in self.batches
+            ],
+            "warnings": self.warnings,
+        }
+
+
+class _Lines:
+    """Warehouse lines fetched once for every gold evidence line and its two neighbours."""
+
+    def __init__(self, con: Any, gold: GoldSet) -> None:
+        wanted = sorted({(e.sessionId, n) for e in gold.evidence() for n in (e.line - 1, e.line, e.line + 1) if n >= 1})
+        self.text: dict[tuple[str, int], str] = {}
+        if wanted:
+            rows = con.execute(
+                "SELECT l.session_id, l.line_no, l.text FROM lines l "
+                "JOIN (SELECT unnest(?::VARCHAR[]) AS session_id, unnest(?::BIGINT[]) AS line_no) w "
+                "USING (session_id, line_no)",
+                [[s for s, _ in wanted], [n for _, n in wanted]],
+            ).fetchall()
+            self.text = {(sid, int(n)): text for sid, n, text in rows}
+
+    def __call__(self, session_id: str, line_no: int) -> str | None:
+        return self.text.get((session_id, line_no))
+
+
+def _check_gold_against(con: Any, gold: GoldSet, line_text: _Lines) -> list[str]:
+    """Reviewed sessions unknown to the warehouse are an error; gold quotes not on their line a warning."""
+    known = {r[0] for r in con.execute(
+        "SELECT session_id FROM sessions WHERE session_id IN (SELECT unnest(?::VARCHAR[]))", [gold.reviewed]).fetchall()}
+    missing = [s for s in gold.reviewed if s not in known]
+    if missing:
+        where = "; ".join(f"{gold.path}:{gold.reviewed_at[s]}: {s}" for s in missing[:10])
+        raise UsageError(
+            f"{len(missing)} reviewed session(s) are not in this warehouse ({where}); ingest the transcripts "
+            "they come from first (`pipeline ingest DIR --db FILE`), or check the ids with `pipeline sessions`"
+        )
+    warnings = []
+    reviewed = set(gold.reviewed)
+    items: list[tuple[int, list[GoldEvidence]]] = [
+        *((n, m.evidence) for n, m in gold.memories),
+        *((n, c.evidence) for n, c in gold.commitments),
+        *((n, x.evidence) for n, x in gold.not_commitments),
+    ]
+    for file_line, evidence in items:
+        for i, e in enumerate(evidence):
+            if e.sessionId not in reviewed:
+                continue
+            text = line_text(e.sessionId, e.line)
+            if text is None:
+                warnings.append(f"{gold.path}:{file_line}:evidence[{i}]: line {e.line} does not exist in {e.sessionId}")
+            elif not quote_in_line(e.quote, text):
+                warnings.append(f"{gold.path}:{file_line}:evidence[{i}]: quote not found on line {e.line} of {e.sessionId}")
+        if not _in_review(evidence, reviewed):
+            warnings.append(f"{gold.path}:{file_line}: no evidence in a reviewed session; the item is not scored")
+    return warnings
+
+
+def evaluate(
+    gold_path: str | Path,
+    *,
+    db_path: str | Path | None = None,
+    engine: str = "auto",
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    out_dir: str | Path | None = None,
+    on_event: EventSink | None = None,
+    client: Any | None = None,
+) -> Evaluation:
+    """Run `engine` over the gold file's reviewed sessions, batch by batch as the nightly planner
+    forms them, and score the accepted answers. Writes only artifact folders under `out_dir` (a new
+    temporary folder by default); the warehouse is opened read-only and nothing is applied."""
+    gold = load_gold(gold_path)
+    key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    chosen, _why = resolve_engine(engine, api_key=key)
+    with db.reading(db_path) as con:
+        lines = _Lines(con, gold)
+        warnings = _check_gold_against(con, gold, lines)
+        entries = tools.list_sessions(con, gold.reviewed)
+    consolidated = [e["sessionId"] for e in entries if e["newFromLine"] > 1]
+    if consolidated:
+        warnings.append(
+            f"{len(consolidated)} reviewed session(s) were consolidated before in this warehouse; engines look only "
+            "at lines after a session's watermark, so these scores undercount (evaluate on a scratch warehouse)"
+        )
+    folder = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="pipeline-eval-"))
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {folder} is a file; name a folder for the artifact folders")
+    folder.mkdir(parents=True, exist_ok=True)
+    batches = planner.plan(entries)
+    results: list[BatchResult] = []
+    proposals: list[Proposal] = []
+    for b in batches:
+        if on_event is not None:
+            on_event(Event("engine", f"batch {b.batch_id}: {len(b.session_ids)} session(s) of {b.slug or '(no project)'}"))
+        result = run_batch(
+            b.session_ids, db=db_path, engine=chosen, model=model, base_url=base_url, api_key=key,
+            out_dir=folder / b.batch_id, batch_id=b.batch_id, on_event=on_event, client=client,
+        )
+        results.append(result)
+        if result.answer is not None:
+            proposals.extend(proposals_from(result.answer, b.batch_id))
+    return Evaluation(
+        engine=chosen, out_dir=folder, gold=gold, batches=results,
+        score=score(gold, proposals, lines, engine=chosen), warnings=warnings,
+    )
+
+
+# -- the table -------------------------------------------------------------------------------------------
+def _fmt(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}"
+
+
+def _short(text: str, n: int = _SHOW_CHARS) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= n else one[: n - 1] + "…"
+
+
+def render_table(evaluation: Evaluation) -> str:
+    """The scores as a plain-text table, followed by every unmatched proposal."""
+    s = evaluation.score
+    scope = "rules-detectable clear" if evaluation.engine == "rules" else "clear"
+    head = f"{'':12} {'proposed':>8} {'matched':>8} {'borderline only':>15} {'unmatched':>9} {'precision':>9} {'recall':>7}"
+    rows = [
+        f"engine {evaluation.engine} on {len(evaluation.gold.reviewed)} reviewed session(s), "
+        f"{len(evaluation.batches)} batch(es); artifacts in {evaluation.out_dir}",
+        "",
+        head,
+    ]
+    for name, f, what in (("memories", s.memories, scope), ("commitments", s.commitments, "clear")):
+        rows.append(
+            f"{name:12} {f.proposed:>8} {f.matched:>8} {f.borderline_only:>15} {f.unmatched:>9} "
+            f"{_fmt(f.precision):>9} {_fmt(f.recall):>7}   ({f.found} of {f.clear} {what} items found)"
+        )
+    rows.append("")
+    rows.append(f"not_commitment items proposed as commitments: {s.falseCommitments} of {s.notCommitments}")
+    for b in evaluation.failed:
+        rows.append(f"batch {b.manifest.batch_id} ended {b.outcome}: {b.reason} (its sessions proposed nothing)")
+    examples = s.unmatchedExamples
+    if examples["memories"] or examples["commitments"]:
+        rows += ["", "unmatched proposals (does the gold miss something?):"]
+        for e in examples["memories"]:
+            rows.append(f"  memory      {_short(e['claim'])}")
+            rows.append(f"              “{_short(e['quote'], 120)}” ({e['sessionId']})")
+        for e in examples["commitments"]:
+            flag = " [a labelled not_commitment]" if e.get("notCommitment") else ""
+            rows.append(f"  commitment  {_short(e['statement'])} ({e['actor']}){flag}")
+            rows.append(f"              “{_short(e['quote'], 120)}” ({e['sessionId']})")
+    return "\n".join(rows) + "\n"
