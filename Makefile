@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test bench lint install lock clean-data
+.PHONY: demo test bench eval lint install lock clean-data
 
 install: $(STAMP)
 
@@ -41,6 +41,20 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# The rules engine measured on the labelled real sessions (bench/eval/README.md). The transcripts are
+# not in the repository: REAL names the folder they were copied to. A scratch warehouse is used and
+# removed; the artifact folders stay in a temporary folder the output names.
+REAL ?= ../shared/real-transcripts
+GOLD ?= bench/eval/real-dev.gold.jsonl
+
+eval: $(STAMP)
+	@if [ ! -d "$(REAL)" ]; then \
+	  echo "make eval: no transcripts at $(REAL); pass REAL=DIR, the folder of real transcripts the gold file $(GOLD) labels (see bench/eval/README.md)" >&2; \
+	  exit 2; fi
+	@scratch=$$(mktemp -d); trap 'rm -rf "$$scratch"' EXIT; \
+	  $(BIN)/pipeline ingest "$(REAL)" --db "$$scratch/eval.duckdb" >&2 && \
+	  $(BIN)/pipeline eval --gold "$(GOLD)" --db "$$scratch/eval.duckdb" --engine rules
 
 clean-data:
 	rm -rf data/warehouse.duckdb data/warehouse.duckdb.wal data/corpus data/runs
