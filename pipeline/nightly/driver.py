@@ -28,7 +28,13 @@ from pipeline.corpus import apply as apply_mod
 from pipeline.errors import UsageError
 from pipeline.faults import crash_point
 from pipeline.nightly import planner
-from pipeline.nightly.kernels import KERNEL_START_RETRIES, log_says_kernel_did_not_start, run_papermill
+from pipeline.nightly.kernels import (
+    KERNEL_START_RETRIES,
+    Parameter,
+    log_says_kernel_did_not_start,
+    papermill_command,
+    run_papermill,
+)
 from pipeline.nightly.lock import nightly_lock
 from pipeline.warehouse import db, ingest
 
@@ -226,9 +232,10 @@ def _plan(db_file: Path, opts: NightlyOptions) -> list[planner.PlannedBatch]:
 
 
 # -- batches ---------------------------------------------------------------------------------------------
-def _papermill_cmd(b: BatchOutcome, engine: str, db_file: Path, opts: NightlyOptions) -> list[str]:
-    params: dict[str, Any] = {"db": str(db_file.absolute()), "session_ids": ",".join(b.session_ids), "engine": engine,
-                              "out_dir": str(b.folder.absolute())}
+def batch_parameters(b: BatchOutcome, engine: str, db_file: Path, opts: NightlyOptions) -> dict[str, Parameter]:
+    """The consolidate notebook's parameters for one batch (INTERFACES.md names them)."""
+    params: dict[str, Parameter] = {"db": str(db_file.absolute()), "session_ids": ",".join(b.session_ids),
+                                    "engine": engine, "out_dir": str(b.folder.absolute())}
     if opts.model:
         params["model"] = opts.model
     if opts.base_url:
@@ -236,11 +243,12 @@ def _papermill_cmd(b: BatchOutcome, engine: str, db_file: Path, opts: NightlyOpt
     for k in ("max_tool_calls", "max_submits", "max_tokens", "max_seconds"):
         if opts.budgets.get(k) is not None:
             params[k] = opts.budgets[k]
-    cmd = [sys.executable, "-m", "papermill", str(CONSOLIDATE_NOTEBOOK), str(b.folder / "notebook.ipynb"),
-           "--cwd", str(REPO), "-k", "python3", "--no-progress-bar"]
-    for k, v in params.items():
-        cmd += ["-p", k, str(v)] if isinstance(v, str) else ["-y", json.dumps({k: v})]
-    return cmd
+    return params
+
+
+def _papermill_cmd(b: BatchOutcome, engine: str, db_file: Path, opts: NightlyOptions) -> list[str]:
+    return papermill_command(CONSOLIDATE_NOTEBOOK, b.folder / "notebook.ipynb",
+                             batch_parameters(b, engine, db_file, opts), cwd=REPO)
 
 
 def _run_batches(outcomes: list[BatchOutcome], engine: str, run_id: str, db_file: Path, opts: NightlyOptions,
@@ -368,11 +376,7 @@ def _report(run_id: str, run_dir: Path, db_file: Path, opts: NightlyOptions, say
     if CACHE_NOTEBOOK.exists():
         cache_dir = run_dir / "cache"
         cache_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "papermill", str(CACHE_NOTEBOOK), str(cache_dir / "cache_anchoring.ipynb"),
-               "--cwd", str(REPO), "-k", "python3", "--no-progress-bar",
-               "-p", "db", str(db_file.absolute()), "-p", "out_dir", str(cache_dir.absolute()),
-               "-p", "cutover", cutover]
-        proc = run_papermill(cmd, cwd=REPO)
+        proc = run_papermill(cache_command(cache_dir, db_file, cutover), cwd=REPO)
         if proc.returncode != 0:
             note = f"the cache-anchoring notebook failed: {_tail(proc.stderr)}"
             say(note)
@@ -390,6 +394,13 @@ def _report(run_id: str, run_dir: Path, db_file: Path, opts: NightlyOptions, say
         return None, f"{note + '; ' if note else ''}{exc}"
     say(f"report: {html}")
     return html, note
+
+
+def cache_command(cache_dir: Path, db_file: Path, cutover: str) -> list[str]:
+    """The cache-anchoring notebook over the warehouse, writing its plots and metrics to `cache_dir`."""
+    return papermill_command(CACHE_NOTEBOOK, cache_dir / "cache_anchoring.ipynb",
+                             {"db": str(db_file.absolute()), "out_dir": str(cache_dir.absolute()), "cutover": cutover},
+                             cwd=REPO)
 
 
 def _tail(text: str) -> str:

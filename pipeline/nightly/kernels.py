@@ -1,4 +1,12 @@
-"""Running papermill in a child process, with a second chance when the Jupyter kernel never started.
+"""Running papermill in a child process: one way to write its command line, and a second chance
+when the Jupyter kernel never started.
+
+`papermill_command` builds every papermill command line the pipeline runs (the batches, the cache
+notebook, the night report). Papermill's `-p NAME VALUE` guesses a type from the text: `"12345"`
+arrives as an int and `"True"` as a bool, so a one-session batch whose id is all digits (a file
+`20261001.jsonl` whose records carry no id is session `20261001`) would reach the notebook as a
+number. So text goes with `-r` (raw, always a string) and every other value in one `-y` YAML
+document, which keeps its type.
 
 With several kernels starting at once, Jupyter sometimes loses one before it answers
 (`Kernel died before replying to kernel_info`). No cell has run then, so running the same
@@ -9,10 +17,39 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
+
+import yaml
 
 KERNEL_START_RETRIES = 2
 _KERNEL_START_FAILURE = re.compile(r"Kernel died before replying to kernel_info|Kernel didn't respond in \d+ seconds")
+
+# What a notebook parameter may be: the types a papermill parameters cell can take back unchanged.
+Parameter = str | bool | int | float | None
+
+
+def papermill_command(notebook: Path, output: Path, parameters: Mapping[str, Parameter], *, cwd: Path,
+                      kernel: str = "python3") -> list[str]:
+    """The command line that executes `notebook` into `output` with `parameters`, each arriving in
+    the notebook with the type it has here (text as text, numbers as numbers, None as None)."""
+    cmd = [sys.executable, "-m", "papermill", str(notebook), str(output), "--cwd", str(cwd), "-k", kernel,
+           "--no-progress-bar"]
+    typed: dict[str, Parameter] = {}
+    for name, value in parameters.items():
+        if not name.isidentifier():
+            raise ValueError(f"notebook parameter {name!r} is not a Python name")
+        if isinstance(value, str):
+            cmd += ["-r", name, value]
+        elif value is None or isinstance(value, bool | int | float):
+            typed[name] = value
+        else:
+            raise TypeError(f"notebook parameter {name}: {type(value).__name__} is not text, a number, a bool or None")
+    if typed:
+        # safe_dump writes floats so that YAML 1.1 reads them back as floats (1e-05 → 1.0e-05).
+        cmd += ["-y", yaml.safe_dump(typed, default_flow_style=True, sort_keys=False).strip()]
+    return cmd
 
 
 def kernel_did_not_start(output: str) -> bool:

@@ -16,7 +16,7 @@ import polars as pl
 from pipeline import config
 from pipeline.consolidator import pending
 from pipeline.display import plain
-from pipeline.nightly.kernels import run_papermill
+from pipeline.nightly.kernels import papermill_command, run_papermill
 from pipeline.warehouse import db
 
 REPO = config.REPO
@@ -125,13 +125,18 @@ def write(run_id: str, run_dir: str | Path, db_file: str | Path, *, note: str | 
     run_dir = Path(run_dir).absolute()
     run_dir.mkdir(parents=True, exist_ok=True)
     executed = run_dir / "night_report.ipynb"
-    cmd = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(executed), "--cwd", str(REPO), "-k", "python3",
-           "--no-progress-bar", "-p", "db", str(Path(db_file).absolute()), "-p", "run_id", run_id,
-           "-p", "run_dir", str(run_dir.absolute()), "-p", "note", note or ""]
-    _run(cmd, "the report notebook")
+    _run(report_command(run_id, run_dir, db_file, note=note), "the report notebook")
     _run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input", str(executed),
           "--output", "report", "--output-dir", str(run_dir)], "nbconvert")
     return run_dir / "report.html"
+
+
+def report_command(run_id: str, run_dir: str | Path, db_file: str | Path, *, note: str | None = None) -> list[str]:
+    """The report notebook's command line: executed into `<run_dir>/night_report.ipynb`."""
+    run_dir = Path(run_dir).absolute()
+    return papermill_command(NOTEBOOK, run_dir / "night_report.ipynb",
+                             {"db": str(Path(db_file).absolute()), "run_id": run_id, "run_dir": str(run_dir),
+                              "note": note or ""}, cwd=REPO)
 
 
 class ReportError(RuntimeError):

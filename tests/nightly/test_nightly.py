@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from pipeline.consolidator import pending
@@ -17,7 +18,7 @@ from pipeline.corpus.git_corpus import Corpus
 from pipeline.nightly import planner
 from pipeline.nightly.lock import LockedError, NightlyLock, lock_path
 from pipeline.warehouse import db
-from tests.helpers import REPO, SAMPLES
+from tests.helpers import REPO, SAMPLES, write_jsonl
 
 pytestmark = pytest.mark.slow
 
@@ -222,3 +223,28 @@ def test_run_papermill_runs_again_only_when_the_kernel_did_not_start(tmp_path: P
     )
     first = run_papermill([sys.executable, "-c", script], cwd=tmp_path)
     assert first.returncode == 1 and "a real failure" in first.stderr and counter.read_text() == "2"
+
+
+def test_a_session_whose_id_is_all_digits_reaches_the_notebook_as_text(tmp_path: Path) -> None:
+    # A plain JSONL file whose records carry no id is named after the file: session "20261001".
+    # Passed with papermill's -p it arrived as the int 20261001 and the batch failed.
+    src = tmp_path / "src"
+    write_jsonl(src / "20261001.jsonl", [
+        {"role": "user", "content": "the build fails on import", "timestamp": "2026-10-01T10:00:00Z"},
+        {"role": "assistant", "content": "ModuleNotFoundError: No module named 'ledger'", "timestamp": "2026-10-01T10:00:05Z"},
+    ])
+    env = {k: v for k, v in os.environ.items() if k not in ("PIPELINE_CRASH_AT", "OPENAI_API_KEY")}
+    out = subprocess.run(
+        [sys.executable, "-m", "pipeline", "nightly", "--source", str(src), "--engine", "rules", "--json", "--no-report",
+         "--db", str(tmp_path / "w.duckdb"), "--corpus", str(tmp_path / "corpus"), "--runs", str(tmp_path / "runs")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)
+    [batch] = result["batches"]
+    assert batch["status"] == "applied" and batch["watermarked"] == 1, batch
+    folder = Path(result["runDir"]) / batch["batch"]
+    executed = nbformat.read(folder / "notebook.ipynb", as_version=4)
+    injected = next(c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", []))
+    assert 'session_ids = "20261001"' in injected.source
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert [s["sessionId"] for s in manifest["sessions"]] == ["20261001"]
