@@ -16,7 +16,7 @@ from pipeline.consolidator import pending
 from pipeline.consolidator.artifact import Budgets
 from pipeline.consolidator.batch import ENGINES, parse_session_ids, run_batch
 from pipeline.consolidator.contract import check_answer_file
-from pipeline.consolidator.engine import Event
+from pipeline.consolidator.context import Event
 from pipeline.errors import UsageError
 from pipeline.warehouse import db
 

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from pipeline.anchoring.fingerprint import request_fingerprints
 from pipeline.consolidator.artifact import LlmCallRow
-from pipeline.consolidator.engine import BatchContext, EngineResult, Recorder, utc_now
+from pipeline.consolidator.context import BatchContext, EngineResult, Recorder, utc_now
 from pipeline.consolidator.prompts import system_prompt, tool_schemas
 from pipeline.consolidator.toolbox import BatchTools, error_result
 from pipeline.errors import PipelineError

@@ -39,7 +39,7 @@ from pipeline.consolidator.artifact import (
     write_jsonl,
 )
 from pipeline.consolidator.contract import Answer
-from pipeline.consolidator.engine import BatchContext, EngineResult, EventSink, Recorder, utc_now
+from pipeline.consolidator.context import BatchContext, EngineResult, EventSink, Recorder, utc_now
 from pipeline.consolidator.rules import run_rules
 from pipeline.errors import PipelineError, UsageError
 from pipeline.faults import crash_point

@@ -20,7 +20,7 @@ from pipeline.cli.main import main
 from pipeline.consolidator.agent import FIRST_MESSAGE, NUDGE
 from pipeline.consolidator.artifact import Budgets, load_artifact
 from pipeline.consolidator.batch import BatchResult, run_batch
-from pipeline.consolidator.engine import Event
+from pipeline.consolidator.context import Event
 from pipeline.consolidator.prompts import system_prompt, tool_schemas
 from pipeline.warehouse import db, ingest
 from tests.fakes.openai_server import (

@@ -20,7 +20,7 @@ from pipeline.consolidator.artifact import (
     load_artifact,
 )
 from pipeline.consolidator.batch import batch_id_for, parse_session_ids, run_batch
-from pipeline.consolidator.engine import Event
+from pipeline.consolidator.context import Event
 from pipeline.errors import UsageError
 from pipeline.warehouse import db
 from tests.fakes.openai_server import FakeOpenAI, call, text_turn, tool_turn
