@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import duckdb
 import pytest
@@ -57,3 +58,13 @@ def all_ids(wh: Path) -> list[str]:
 
     with db.reading(wh) as con:
         return [e["sessionId"] for e in tools.list_sessions(con)]
+
+
+@pytest.fixture
+def engines(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The engine registry (`pipeline.consolidator.engine`), restored after the test, so a test may
+    `register` engines of its own."""
+    from pipeline.consolidator import engine
+
+    monkeypatch.setattr(engine, "ENGINES", dict(engine.ENGINES))
+    return engine

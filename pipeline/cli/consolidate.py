@@ -14,9 +14,10 @@ from pydantic import ValidationError
 from pipeline.cli.main import add_db, add_json, print_json
 from pipeline.consolidator import pending
 from pipeline.consolidator.artifact import Budgets
-from pipeline.consolidator.batch import ENGINES, parse_session_ids, run_batch
-from pipeline.consolidator.contract import check_answer_file
+from pipeline.consolidator.batch import parse_session_ids, run_batch
 from pipeline.consolidator.context import Event
+from pipeline.consolidator.contract import check_answer_file
+from pipeline.consolidator.engine import engine_choices
 from pipeline.errors import UsageError
 from pipeline.warehouse import db
 
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--sessions", action="append", metavar="ID[,ID…]", help="the batch (repeatable)")
     which.add_argument("--pending", action="store_true", help="every session with lines not yet consolidated")
-    p.add_argument("--engine", choices=ENGINES, default="auto",
+    p.add_argument("--engine", choices=engine_choices(), default="auto",
                    help="auto (default): openai when OPENAI_API_KEY is set, else the offline rules")
     p.add_argument("--model", metavar="M", help="model name for the openai engine (env PIPELINE_MODEL)")
     p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")

@@ -7,6 +7,7 @@ import sys
 
 from pipeline import config
 from pipeline.cli.main import add_db, add_json, positive_int, print_json
+from pipeline.consolidator.engine import engine_choices
 from pipeline.nightly import driver as nightly
 
 
@@ -14,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("nightly", help="the nightly job: ingest, consolidate pending sessions in batches, apply, report")
     p.add_argument("--source", action="append", default=[], metavar="PATH",
                    help="transcripts to ingest first (repeatable); without it, what is already in the warehouse")
-    p.add_argument("--engine", choices=("auto", "rules", "openai"), default="auto",
+    p.add_argument("--engine", choices=engine_choices(), default="auto",
                    help="auto: openai when OPENAI_API_KEY is set, else the offline rules engine")
     p.add_argument("--parallel", type=positive_int, default=2, metavar="N", help="batches run at once (default 2)")
     p.add_argument("--date", metavar="YYYY-MM-DD", help="the night's date for the run folder (default today, UTC)")

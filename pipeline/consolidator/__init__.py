@@ -2,7 +2,7 @@
 
 Owns: `tools` (list_sessions, search_transcript, read_lines), `toolbox` (those tools as a model
 sees them), `contract` and `quotes` (the answer contract; where a quote is verified), `engine`
-(the engine registry and the interface both engines implement), `agent` (the LLM engine), `rules`,
+(the engine registry), `context` (what an engine is given and hands back), `agent` (the LLM engine), `rules`,
 `error_shapes` and `commitments` (the offline engine), `artifact` (the batch folder's files),
 `batch` (one batch end to end), `prompts` (loading the system prompt), `pending` (which sessions a
 night offers), `notebook_views` (the consolidate notebook's tables).

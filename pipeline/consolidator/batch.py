@@ -16,9 +16,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import SecretStr
+from typing import TYPE_CHECKING, Any
 
 from pipeline import config
 from pipeline.consolidator import tools
@@ -38,9 +36,9 @@ from pipeline.consolidator.artifact import (
     write_json,
     write_jsonl,
 )
-from pipeline.consolidator.contract import Answer
 from pipeline.consolidator.context import BatchContext, EngineResult, EventSink, Recorder, utc_now
-from pipeline.consolidator.rules import run_rules
+from pipeline.consolidator.contract import Answer
+from pipeline.consolidator.engine import ENGINES, EngineOptions, Prepared, get_engine, resolve_engine
 from pipeline.errors import PipelineError, UsageError
 from pipeline.faults import crash_point
 from pipeline.warehouse import db
@@ -48,12 +46,9 @@ from pipeline.warehouse import db
 if TYPE_CHECKING:  # the openai client is imported only when the LLM engine runs: it is slow to load
     from openai import OpenAI
 
-    from pipeline.consolidator.agent import AgentConfig
-
 __all__ = [
     "ENGINES",
     "BatchResult",
-    "Engine",
     "batch_id_for",
     "default_out_dir",
     "new_run_id",
@@ -64,8 +59,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Engine = Literal["auto", "rules", "openai"]
-ENGINES: tuple[str, ...] = ("auto", "rules", "openai")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -117,17 +110,6 @@ def parse_session_ids(value: str | Sequence[str]) -> list[str]:
     items = [value] if isinstance(value, str) else list(value)
     ids = [part.strip() for item in items for part in str(item).split(",")]
     return list(dict.fromkeys(i for i in ids if i))
-
-
-def resolve_engine(engine: str, *, api_key: str | None) -> tuple[str, str]:
-    """(engine, why): `auto` is openai when an API key is configured, else the offline rules."""
-    if engine not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
-    if engine != "auto":
-        return engine, f"engine {engine} (as asked)"
-    if api_key:
-        return "openai", "engine auto → openai (OPENAI_API_KEY is set)"
-    return "rules", "engine auto → rules (OPENAI_API_KEY is not set, so the offline rules engine runs)"
 
 
 def new_run_id(now: Any | None = None) -> str:
@@ -203,7 +185,8 @@ def run_batch(
 ) -> BatchResult:
     """Consolidate one batch and write its artifact folder; returns how it ended.
 
-    `engine` is auto, rules or openai (auto: openai when OPENAI_API_KEY is set, else rules).
+    `engine` is auto or a name of `pipeline.consolidator.engine.ENGINES` (built in: rules, openai;
+    auto: openai when OPENAI_API_KEY is set, else rules).
     `model`, `base_url` and the key fall back to PIPELINE_MODEL, OPENAI_BASE_URL and
     OPENAI_API_KEY. `out_dir` is the batch folder itself; by default it is
     `<runs>/<YYYY-MM-DD>/<run-id>/<batch-id>/`. `on_event` receives progress events (tool calls,
@@ -218,24 +201,8 @@ def run_batch(
     chosen, why = resolve_engine(engine, api_key=key)
     model = config.model_name(model)
     base_url = config.base_url(base_url)
-    agent_config: AgentConfig | None = None
-    if chosen == "openai":
-        if not model:
-            raise UsageError(
-                "the openai engine needs a model: pass --model M or set PIPELINE_MODEL "
-                "(or run the offline engine with --engine rules)"
-            )
-        if not key and not base_url:
-            raise UsageError(
-                "the openai engine needs OPENAI_API_KEY, or --base-url for a local server that "
-                "takes no key (or run the offline engine with --engine rules)"
-            )
-        from pipeline.consolidator.agent import AgentConfig
-
-        agent_config = AgentConfig(
-            model=model, base_url=base_url, api_key=SecretStr(key) if key else None,
-            max_retries=max_retries, timeout=timeout,
-        )
+    prepared = get_engine(chosen)(EngineOptions(
+        model=model, base_url=base_url, api_key=key, max_retries=max_retries, timeout=timeout, client=client))
     started_at = utc_now()
     sessions = _manifest_sessions(db, ids)
 
@@ -251,7 +218,7 @@ def run_batch(
 
     manifest = Manifest(
         run_id=run_id, batch_id=batch_id, engine=chosen,
-        model=model if chosen == "openai" else None, created_at=started_at, sessions=sessions,
+        model=prepared.model, created_at=started_at, sessions=sessions,
     )
     write_json(folder / MANIFEST, manifest)
     # A batch killed from here on leaves a folder without run.json: incomplete, never applied.
@@ -265,20 +232,13 @@ def run_batch(
         ctx.emit("engine", f"replacing the earlier artifact in {folder} ({', '.join(removed)})")
     ctx.emit("engine", why)
     recorder = Recorder(run_id=run_id, batch_id=batch_id)
-    result = _run_engine(chosen, ctx, recorder, agent_config, client)
+    result = _run_engine(prepared, ctx, recorder)
     return _finish(folder, manifest, ctx, recorder, result, started_at)
 
 
-def _run_engine(
-    engine: str, ctx: BatchContext, recorder: Recorder, agent_config: AgentConfig | None, client: OpenAI | None
-) -> EngineResult:
+def _run_engine(prepared: Prepared, ctx: BatchContext, recorder: Recorder) -> EngineResult:
     try:
-        if engine == "openai":
-            assert agent_config is not None
-            from pipeline.consolidator.agent import run_agent
-
-            return run_agent(ctx, recorder, agent_config, client=client)
-        return run_rules(ctx, recorder)
+        return prepared.run(ctx, recorder)
     except PipelineError as exc:
         return EngineResult("error", str(exc))
     except Exception as exc:

@@ -1,9 +1,10 @@
 """What a consolidation engine is given and what it hands back.
 
 Every engine (the OpenAI tool loop in `pipeline.consolidator.agent`, the offline rules in
-`pipeline.consolidator.rules`, any other registered in `pipeline.consolidator.engine`) runs one batch against the same `BatchContext`, log every tool call and model call into the same
-`Recorder`, and end with an `EngineResult`; `pipeline.consolidator.batch` turns those into the artifact
-folder. Progress goes out as `Event`s so a notebook or the CLI can show calls as they happen.
+`pipeline.consolidator.rules`, any other registered in `pipeline.consolidator.engine`) runs one
+batch against the same `BatchContext`, logs every tool call and model call into the same
+`Recorder`, and ends with an `EngineResult`; `pipeline.consolidator.batch` turns those into the
+artifact folder. Progress goes out as `Event`s so a notebook or the CLI can show calls as they happen.
 """
 
 from __future__ import annotations

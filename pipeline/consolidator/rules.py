@@ -17,8 +17,8 @@ from typing import Any
 import duckdb
 
 from pipeline.consolidator.commitments import Message, commitment_entry, find_commitments
-from pipeline.consolidator.contract import check_answer
 from pipeline.consolidator.context import BatchContext, EngineResult, Recorder, utc_now
+from pipeline.consolidator.contract import check_answer
 from pipeline.consolidator.error_shapes import ToolResult, find_error_patterns, pattern_candidate
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.warehouse import db

@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline import config
 from pipeline.consolidator import pending
-from pipeline.consolidator.batch import new_run_id, resolve_engine
+from pipeline.consolidator.batch import new_run_id
+from pipeline.consolidator.engine import resolve_engine
 from pipeline.corpus import apply as apply_mod
 from pipeline.errors import UsageError
 from pipeline.faults import crash_point

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from pipeline.cli.main import main
 from pipeline.consolidator import artifact, tools
-from pipeline.consolidator import batch as consolidate
 from pipeline.consolidator.artifact import (
     ARTIFACT_FILES,
     ArtifactError,
@@ -77,13 +77,13 @@ def test_load_artifact_reads_the_folder_back(wh: Path, tmp_path: Path) -> None:
     assert row["arguments"] == json.dumps({"sessionId": A1}) and row["name"] == "scan"
 
 
-def test_an_unfinished_folder_is_refused_by_the_reader(wh: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unfinished_folder_is_refused_by_the_reader(wh: Path, tmp_path: Path, engines: ModuleType) -> None:
     def crash(*_: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(consolidate, "run_rules", crash)
+    engines.register("crashing", lambda options: engines.Prepared(crash))
     with pytest.raises(KeyboardInterrupt):
-        run_batch([A1], db=wh, engine="rules", out_dir=tmp_path / "b")
+        run_batch([A1], db=wh, engine="crashing", out_dir=tmp_path / "b")
     assert [p.name for p in (tmp_path / "b").iterdir()] == ["manifest.json"]
     with pytest.raises(IncompleteArtifactError, match="did not finish"):
         load_artifact(tmp_path / "b")
@@ -105,12 +105,12 @@ def test_run_json_is_written_last(wh: Path, tmp_path: Path, monkeypatch: pytest.
     assert order[0] == "manifest.json" and order[-1] == "run.json" and order.count("run.json") == 1
 
 
-def test_an_engine_bug_still_ends_the_folder(wh: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_engine_bug_still_ends_the_folder(wh: Path, tmp_path: Path, engines: ModuleType) -> None:
     def broken(*_: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(consolidate, "run_rules", broken)
-    result = run_batch([A1], db=wh, engine="rules", out_dir=tmp_path / "b")
+    engines.register("broken", lambda options: engines.Prepared(broken))
+    result = run_batch([A1], db=wh, engine="broken", out_dir=tmp_path / "b")
     assert result.outcome == "error" and "RuntimeError: boom" in (result.reason or "")
     assert read(tmp_path / "b" / "run.json")["outcome"] == "error"
 

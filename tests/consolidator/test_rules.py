@@ -12,8 +12,8 @@ import pytest
 
 from pipeline.consolidator.artifact import Budgets
 from pipeline.consolidator.commitments import Message, find_commitments, sentences
-from pipeline.consolidator.contract import check_answer
 from pipeline.consolidator.context import BatchContext, Recorder
+from pipeline.consolidator.contract import check_answer
 from pipeline.consolidator.error_shapes import (
     ToolResult,
     error_head,
