@@ -46,6 +46,23 @@ def execute_notebook(*args: object, **kwargs: object) -> object:
     raise AssertionError("unreachable")
 
 
+def raising_notebook(path: Path) -> Path:
+    """A notebook whose fourth cell (index 3) raises, after a parameters cell and one that prints."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# fails on purpose"),
+        nbformat.v4.new_code_cell("session_ids = ''", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("print('reading', session_ids)"),
+        nbformat.v4.new_code_cell("ids = list(int(session_ids))  # an int is not iterable"),
+        nbformat.v4.new_code_cell("print('never runs')"),
+    ]
+    nbformat.write(nb, path)
+    return path
+
+
 EXPECTED = json.loads((SAMPLES / "expected.json").read_text(encoding="utf-8"))
 
 

@@ -26,7 +26,8 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from pipeline.calls import values
-from pipeline.calls.values import MISSING, BadValue, lookup
+from pipeline.calls.values import MISSING, lookup
+from pipeline.errors import BadValue
 
 Format = Literal["openai", "anthropic", "deepseek", "columns"]
 FORMATS: Final[tuple[Format, ...]] = ("openai", "anthropic", "deepseek", "columns")

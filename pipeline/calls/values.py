@@ -13,6 +13,8 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 
+from pipeline.errors import BadValue
+
 
 class _Missing:
     """The field is absent or null: unknown, which the warehouse stores as NULL."""
@@ -22,10 +24,6 @@ class _Missing:
 
 
 MISSING: Final = _Missing()
-
-
-class BadValue(ValueError):
-    """The field is present but its value cannot be used; the message says why."""
 
 
 def as_object(value: Any) -> dict[str, Any] | None:

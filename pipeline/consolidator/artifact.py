@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from pydantic.alias_generators import to_camel
 
 from pipeline.consolidator.contract import Answer, Problem
-from pipeline.errors import UsageError
+from pipeline.errors import ArtifactError, IncompleteArtifactError
 
 __all__ = [
     "ANSWER",
@@ -302,14 +302,6 @@ def write_answer(folder: Path, answer: Answer) -> None:
 
 
 # --- reading ---------------------------------------------------------------------------------
-
-
-class ArtifactError(UsageError):
-    """An artifact folder that cannot be read: says which file and what is wrong with it."""
-
-
-class IncompleteArtifactError(ArtifactError):
-    """The folder has no run.json: its batch did not finish, so nothing in it may be applied."""
 
 
 class Artifact(BaseModel):

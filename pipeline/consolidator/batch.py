@@ -39,7 +39,7 @@ from pipeline.consolidator.artifact import (
 from pipeline.consolidator.context import BatchContext, EngineResult, EventSink, Recorder, utc_now
 from pipeline.consolidator.contract import Answer
 from pipeline.consolidator.engine import ENGINES, EngineOptions, Prepared, get_engine, resolve_engine
-from pipeline.errors import PipelineError, UsageError
+from pipeline.errors import PipelineError, ToolError, UsageError
 from pipeline.faults import crash_point
 from pipeline.warehouse import db
 
@@ -141,7 +141,7 @@ def _manifest_sessions(db_path: str | Path | None, session_ids: Sequence[str]) -
     with db.reading(db_path) as con:
         try:
             entries = tools.list_sessions(con, list(session_ids))
-        except tools.ToolError as exc:
+        except ToolError as exc:
             raise UsageError(f"{exc}; `pipeline sessions` lists the sessions in the warehouse") from None
     by_id = {e["sessionId"]: e for e in entries}
     # In the order asked for: the batch is what the caller offered.

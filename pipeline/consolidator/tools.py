@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.errors import UsageError
+from pipeline.errors import ToolError
 from pipeline.warehouse import db
 
 MAX_HITS = 50
@@ -20,10 +20,6 @@ MAX_READ_LINES = 200
 DEFAULT_WIDTH = 400
 MAX_WIDTH = 4000
 MAX_RESULT_CHARS = 60_000
-
-
-class ToolError(UsageError):
-    """A call the tool refuses (unknown session, bad range, empty phrase): shown to the caller as is."""
 
 
 def _check_session(con: duckdb.DuckDBPyConnection, session_id: str, allowed: Collection[str] | None) -> int:

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import PipelineError
+from pipeline.errors import CorpusError
 
 IDENTITY = ("trace-pipeline", "pipeline@localhost")
 README = """# Memory corpus
@@ -34,10 +34,6 @@ says the same thing is recorded as a `link:` commit that adds its sessions to th
 Count memories with `git log --oneline --grep '^memory:'`; read a memory's evidence with
 `git log --format=%B -1 <commit>`.
 """
-
-
-class CorpusError(PipelineError):
-    pass
 
 
 @dataclass

@@ -26,13 +26,14 @@ from pipeline.consolidator import pending
 from pipeline.consolidator.batch import new_run_id
 from pipeline.consolidator.engine import resolve_engine
 from pipeline.corpus import apply as apply_mod
-from pipeline.errors import UsageError
+from pipeline.errors import ReportError, UsageError
 from pipeline.faults import crash_point
 from pipeline.nightly import planner
 from pipeline.nightly.kernels import (
     KERNEL_START_RETRIES,
     Parameter,
     log_says_kernel_did_not_start,
+    notebook_failure,
     papermill_command,
     run_papermill,
 )
@@ -78,6 +79,7 @@ class BatchOutcome:
     linked: int = 0
     watermarked: int = 0
     tasks: dict[str, int] = field(default_factory=dict)
+    error: dict[str, Any] | None = None  # the failing cell of its notebook: cell, executionCount, name, message
 
     def row(self) -> dict[str, Any]:
         return {"batch": self.batch_id, "sessions": len(self.session_ids), "status": self.status,
@@ -316,6 +318,10 @@ def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str,
                 b.seconds = round(elapsed, 2)
                 if code != 0 and not (b.folder / "run.json").exists():
                     b.status = "failed"
+                    failure = None if b.reason else notebook_failure(b.folder / "notebook.ipynb")
+                    if failure is not None:
+                        b.error = failure.to_json()
+                        b.reason = str(failure)[:300]
                     b.reason = b.reason or _notebook_error(log_path)
                 say(f"batch {b.batch_id}: notebook finished in {elapsed:.1f} s ({done}/{len(outcomes)})"
                     + (f" — failed: {b.reason}" if b.status == "failed" else ""))
@@ -329,6 +335,8 @@ def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str,
 
 
 def _notebook_error(log: Path) -> str:
+    """What papermill's log says, when the executed notebook names no failing cell (the kernel died
+    or never started, papermill itself refused to run)."""
     try:
         lines = [ln.strip() for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
     except OSError:
@@ -339,12 +347,14 @@ def _notebook_error(log: Path) -> str:
 
 
 def _mark(db_file: Path, run_id: str, b: BatchOutcome, status: str | None = None) -> None:
+    details = json.dumps({"error": b.error}) if b.error else None
     with db.writing(db_file) as con:
         con.execute(
             "UPDATE batches SET status = ?, reason = ?, started_at = coalesce(started_at, ?), "
-            "finished_at = CASE WHEN ? IN ('failed') THEN ? ELSE finished_at END WHERE run_id = ? AND batch_id = ?",
+            "finished_at = CASE WHEN ? IN ('failed') THEN ? ELSE finished_at END, details = coalesce(?, details) "
+            "WHERE run_id = ? AND batch_id = ?",
             [status or b.status, b.reason, dt.datetime.now(dt.UTC), status or b.status, dt.datetime.now(dt.UTC),
-             run_id, b.batch_id],
+             details, run_id, b.batch_id],
         )
 
 
@@ -390,7 +400,7 @@ def _report(run_id: str, run_dir: Path, db_file: Path, opts: NightlyOptions, say
 
     try:
         html = night_report.write(run_id, run_dir, db_file, note=note)
-    except night_report.ReportError as exc:
+    except ReportError as exc:
         say(f"report: {exc}")
         return None, f"{note + '; ' if note else ''}{exc}"
     say(f"report: {html}")

@@ -8,6 +8,10 @@ arrives as an int and `"True"` as a bool, so a one-session batch whose id is all
 number. So text goes with `-r` (raw, always a string) and every other value in one `-y` YAML
 document, which keeps its type.
 
+When a notebook stops on an exception, `notebook_failure` reads which cell raised what from the
+executed notebook papermill wrote (the cell's output of type "error"), rather than guessing from
+the log.
+
 With several kernels starting at once, Jupyter sometimes loses one before it answers
 (`Kernel died before replying to kernel_info`). No cell has run then, so running the same
 command again is safe; any other failure is returned as it is.
@@ -22,6 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
+
+from pipeline.errors import NotebookError
 
 KERNEL_START_RETRIES = 2
 _KERNEL_START_FAILURE = re.compile(r"Kernel died before replying to kernel_info|Kernel didn't respond in \d+ seconds")
@@ -50,6 +56,27 @@ def papermill_command(notebook: Path, output: Path, parameters: Mapping[str, Par
         # safe_dump writes floats so that YAML 1.1 reads them back as floats (1e-05 → 1.0e-05).
         cmd += ["-y", yaml.safe_dump(typed, default_flow_style=True, sort_keys=False).strip()]
     return cmd
+
+
+def notebook_failure(executed: Path) -> NotebookError | None:
+    """The exception an executed notebook stopped on: the first code cell with an output of type
+    "error" (papermill also marks that cell `metadata.papermill.exception`). None when the file is
+    missing or unreadable, or no cell raised (a kernel that died leaves no error output)."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(executed, as_version=4)
+    except Exception:  # missing, half-written or not a notebook: the caller falls back to the log
+        return None
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
+        if error is not None:
+            count = cell.get("execution_count")
+            return NotebookError(cell=index, execution_count=count if isinstance(count, int) else None,
+                                 name=str(error.get("ename") or "Exception"), message=str(error.get("evalue") or ""))
+    return None
 
 
 def kernel_did_not_start(output: str) -> bool:

@@ -21,11 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import PipelineError
-
-
-class LockedError(PipelineError):
-    exit_code = 1
+from pipeline.errors import LockedError
 
 
 def lock_path(db_file: Path) -> Path:

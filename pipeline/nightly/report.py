@@ -16,6 +16,7 @@ import polars as pl
 from pipeline import config
 from pipeline.consolidator import pending
 from pipeline.display import plain
+from pipeline.errors import ReportError
 from pipeline.nightly.kernels import papermill_command, run_papermill
 from pipeline.warehouse import db
 
@@ -137,10 +138,6 @@ def report_command(run_id: str, run_dir: str | Path, db_file: str | Path, *, not
     return papermill_command(NOTEBOOK, run_dir / "night_report.ipynb",
                              {"db": str(Path(db_file).absolute()), "run_id": run_id, "run_dir": str(run_dir),
                               "note": note or ""}, cwd=REPO)
-
-
-class ReportError(RuntimeError):
-    pass
 
 
 def _run(cmd: list[str], what: str) -> None:

@@ -15,7 +15,7 @@ import pytest
 from pipeline.calls import values as v
 from pipeline.calls.importer import import_calls, parse_mapping, read_calls
 from pipeline.cli.main import main
-from pipeline.errors import UsageError
+from pipeline.errors import BadValue, UsageError
 from pipeline.warehouse import db, ingest
 from tests.helpers import SAMPLES, copy_samples, write_jsonl
 
@@ -275,28 +275,28 @@ def test_times(raw: object, expected: datetime) -> None:
 
 @pytest.mark.parametrize("raw", ["noon", "", True, {"t": 1}, float("nan"), "2026-13-01T00:00:00Z"])
 def test_bad_times(raw: object) -> None:
-    with pytest.raises(v.BadValue):
+    with pytest.raises(BadValue):
         v.timestamp(raw)
 
 
 def test_counts() -> None:
     assert [v.count(x) for x in (0, 12, 12.0, "12", " 7 ")] == [0, 12, 12, 12, 7]
     for bad in (-1, "-1", 1.5, "x", True, None, [1], float("inf")):
-        with pytest.raises(v.BadValue):
+        with pytest.raises(BadValue):
             v.count(bad)
 
 
 def test_latency_and_sections() -> None:
     assert [v.duration_ms(x) for x in (0, 812, "950.5")] == [0.0, 812.0, 950.5]
     assert v.duration_ms(1.5, 1000.0) == 1500.0
-    with pytest.raises(v.BadValue, match="negative latency"):
+    with pytest.raises(BadValue, match="negative latency"):
         v.duration_ms(-3)
     assert v.sections(["a", "b"]) == ["a", "b"]
     assert v.sections('["current_date"]') == ["current_date"]
     assert v.sections("tools; memory,date") == ["tools", "memory", "date"]
     assert v.sections("") == []
     for bad in ("[oops", [1], {"a": 1}):
-        with pytest.raises(v.BadValue):
+        with pytest.raises(BadValue):
             v.sections(bad)
 
 

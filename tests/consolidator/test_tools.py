@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.consolidator import tools
-from pipeline.consolidator.tools import ToolError
+from pipeline.errors import ToolError
 from pipeline.warehouse import ingest
 from tests.helpers import write_jsonl
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
+import nbformat
 import papermill
 import pytest
 from click.testing import CliRunner
@@ -16,8 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from papermill import cli as papermill_cli
 
+from pipeline.errors import PipelineError
 from pipeline.nightly import driver, report
-from pipeline.nightly.kernels import Parameter, papermill_command
+from pipeline.nightly.kernels import Parameter, notebook_failure, papermill_command, run_papermill
+from tests.helpers import raising_notebook
 
 
 def parsed(cmd: list[str]) -> dict[str, Any]:
@@ -92,3 +95,27 @@ def test_a_value_papermill_cannot_carry_is_refused() -> None:
         papermill_command(Path("a"), Path("b"), {"session_ids": ["x"]}, cwd=Path("/"))  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="not a Python name"):
         papermill_command(Path("a"), Path("b"), {"out-dir": "x"}, cwd=Path("/"))
+
+
+def test_the_failing_cell_is_read_from_the_executed_notebook(tmp_path: Path) -> None:
+    executed = tmp_path / "out.ipynb"
+    cmd = papermill_command(raising_notebook(tmp_path / "in.ipynb"), executed, {"session_ids": "20261001"},
+                            cwd=tmp_path)
+    proc = run_papermill(cmd, cwd=tmp_path)
+    assert proc.returncode != 0
+    failure = notebook_failure(executed)
+    assert failure is not None
+    cells = nbformat.read(executed, as_version=4).cells
+    # papermill adds the injected-parameters cell and red marker cells: the index is the file's own
+    assert "int(session_ids)" in cells[failure.cell].source
+    assert (failure.name, failure.message) == ("TypeError", "'int' object is not iterable")
+    assert failure.execution_count == 4  # parameters, injected parameters, print, then this one
+    assert str(failure) == f"cell {failure.cell} (In [4]) raised TypeError: 'int' object is not iterable"
+    assert isinstance(failure, PipelineError)
+
+
+def test_no_failure_is_read_from_a_notebook_that_ran_or_was_never_written(tmp_path: Path) -> None:
+    assert notebook_failure(tmp_path / "missing.ipynb") is None
+    (tmp_path / "half.ipynb").write_text('{"cells": [')
+    assert notebook_failure(tmp_path / "half.ipynb") is None
+    assert notebook_failure(raising_notebook(tmp_path / "unrun.ipynb")) is None  # no cell has an error output

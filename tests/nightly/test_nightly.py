@@ -15,8 +15,9 @@ import pytest
 
 from pipeline.consolidator import pending
 from pipeline.corpus.git_corpus import Corpus
+from pipeline.errors import LockedError
 from pipeline.nightly import planner
-from pipeline.nightly.lock import LockedError, NightlyLock, lock_path
+from pipeline.nightly.lock import NightlyLock, lock_path
 from pipeline.warehouse import db
 from tests.helpers import REPO, SAMPLES, write_jsonl
 
@@ -248,3 +249,32 @@ def test_a_session_whose_id_is_all_digits_reaches_the_notebook_as_text(tmp_path:
     assert 'session_ids = "20261001"' in injected.source
     manifest = json.loads((folder / "manifest.json").read_text())
     assert [s["sessionId"] for s in manifest["sessions"]] == ["20261001"]
+
+
+def test_a_failed_batch_records_the_cell_that_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.nightly import driver as night
+    from pipeline.nightly.kernels import papermill_command
+    from tests.helpers import raising_notebook
+
+    wh = tmp_path / "w.duckdb"
+    with db.writing(wh) as con:
+        con.execute("INSERT INTO batches (run_id, batch_id, status, sessions, artifact_dir) VALUES ('r1', 'b-1', 'planned', ['s1'], ?)",
+                    [str(tmp_path / "b-1")])
+    notebook = raising_notebook(tmp_path / "raises.ipynb")
+    monkeypatch.setattr(night, "_papermill_cmd", lambda b, *_: papermill_command(
+        notebook, b.folder / "notebook.ipynb", {"session_ids": "20261001"}, cwd=tmp_path))
+
+    class NoLock:
+        def add_group(self, pgid: int) -> None: ...
+        def remove_group(self, pgid: int) -> None: ...
+
+    batch = night.BatchOutcome("b-1", ["s1"], tmp_path / "b-1")
+    night._run_batch_processes([batch], "rules", "r1", wh, night.NightlyOptions(), NoLock(), lambda _: None, lambda: None)
+    night._land(batch, wh, night.NightlyOptions(), "r1", lambda _: None)
+    assert batch.status == "failed"
+    assert batch.error is not None and (batch.error["name"], batch.error["message"]) == ("TypeError", "'int' object is not iterable")
+    assert batch.reason == f"cell {batch.error['cell']} (In [4]) raised TypeError: 'int' object is not iterable"
+    with db.reading(wh) as con:
+        status, reason, details = con.execute("SELECT status, reason, details FROM batches WHERE batch_id = 'b-1'").fetchone()
+    assert (status, reason) == ("failed", batch.reason)
+    assert json.loads(details) == {"error": batch.error}
