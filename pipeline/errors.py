@@ -11,6 +11,7 @@ from `PipelineError`, whose `exit_code` the CLI returns after printing only the 
     ├── OutcomeError              1  the command ran and the outcome is negative
     │   └── NotebookError         1  a papermill notebook stopped on an exception in one of its cells
     ├── WarehouseBusyError        1  another process holds the warehouse file
+    ├── NestedTransactionError    1  a bug: db.atomic() inside an open transaction (they do not nest)
     ├── LockedError               1  another nightly run holds the warehouse's nightly lock
     ├── CorpusError               1  git refused a corpus operation
     ├── ReportError               1  the night report could not be written
@@ -31,6 +32,7 @@ __all__ = [
     "CorpusError",
     "IncompleteArtifactError",
     "LockedError",
+    "NestedTransactionError",
     "NotebookError",
     "OutcomeError",
     "PipelineError",
@@ -63,6 +65,11 @@ class WarehouseBusyError(PipelineError):
     """Another process holds the warehouse file."""
 
     exit_code = 1
+
+
+class NestedTransactionError(PipelineError):
+    """A bug: `db.atomic()` opened while a transaction is already open on the connection. DuckDB
+    has no savepoints, so transactions do not nest; open one around the whole unit of work."""
 
 
 class ToolError(UsageError):

@@ -214,15 +214,10 @@ def store_calls(con: duckdb.DuckDBPyConnection, batch: CallBatch) -> ImportRepor
         return report
     con.register(_STAGING, batch.frame.to_arrow())
     try:
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with db.atomic(con):
             row = db.one(con, f"SELECT count(*) FROM {_STAGING} WHERE call_id IN (SELECT call_id FROM llm_calls)")
             present = int(row[0]) if row else 0
             con.execute(f"INSERT OR IGNORE INTO llm_calls ({_COLUMNS_SQL}) SELECT {_COLUMNS_SQL} FROM {_STAGING}")
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
     finally:
         con.unregister(_STAGING)
     report.already_present = present

@@ -308,8 +308,7 @@ def _record(con: duckdb.DuckDBPyConnection, corpus: Corpus | None, art: LoadedAr
     now = dt.datetime.now(dt.UTC)
     sizes = {s.session_id: s for s in m.sessions}
     run = art.art.run
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with db.atomic(con):
         if corpus is not None:
             mirror_corpus(con, corpus)
         for sid in result.watermarked:
@@ -339,8 +338,4 @@ def _record(con: duckdb.DuckDBPyConnection, corpus: Corpus | None, art: LoadedAr
                 [art.artifact_id, m.run_id, m.batch_id, str(art.path.absolute()), result.status, now,
                  json.dumps(result.to_json())],
             )
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     crash_point("apply:committed")

@@ -60,11 +60,6 @@ def set_status(task_id: str, status: str, *, db_file: str | Path | None = None,
         corpus.add(new_path)
         verb = {"confirmed": "confirm", "rejected": "reject", "done": "close"}.get(status, status)
         corpus.commit(f"tasks: {verb} {new.statement}", f"{doc.status} -> {status}", {"Task-Id": task_id})
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with db.atomic(con):
             apply.mirror_corpus(con, corpus)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         return _entry(new_path, new, corpus.root)

@@ -1,8 +1,12 @@
-"""Opening the warehouse.
+"""Opening the warehouse, and the one way to write it in a transaction.
 
 Only one process may hold the DuckDB file read-write; any number may read it when nobody writes.
 Read-only callers open short-lived connections so that they block the nightly writer as little as
 possible. A lock conflict becomes a message that names the process holding the file.
+
+Writes that belong together go in `with db.atomic(con):` (as sqlite-utils' `db.atomic()`): all
+of them land, or none. It lives in `pipeline.warehouse.transaction` (the migrations, which
+`connect` runs, use it too) and is re-exported here, where callers look for it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from pipeline import config
 if TYPE_CHECKING:
     import polars as pl
 from pipeline.errors import UsageError, WarehouseBusyError
+from pipeline.warehouse.transaction import Transaction, atomic
+
+__all__ = ["CATALOG", "ROW_GROUP_SIZE", "Transaction", "atomic", "connect", "frame", "one", "reading", "writing"]
 
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.*?) \(PID (?P<pid>\d+)\)")
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from pipeline.errors import UsageError
 from pipeline.warehouse import derive, formats
+from pipeline.warehouse.transaction import atomic
 
 CHUNK_BYTES = 16 * 1024 * 1024
 GROUP_BYTES = 128 * 1024 * 1024  # new bytes per transaction
@@ -338,9 +339,8 @@ class Ingester:
                 budget += item[1] - (known["size_bytes"] if known else 0)
             warnings_before = len(report.warnings)
             self._reset_group()
-            self.con.execute("BEGIN TRANSACTION")
             failed: int | None = None
-            try:
+            with atomic(self.con) as tx:
                 for i, (path, size, known, result) in enumerate(group):
                     try:
                         self._read_file(path, size, known, result, report)
@@ -350,14 +350,11 @@ class Ingester:
                         break
                 if failed is None:
                     self._finish_group()
-            except BaseException:
-                self.con.execute("ROLLBACK")
-                raise
+                else:  # the whole group is read again without the file that failed
+                    tx.rollback()
             if failed is None:
-                self.con.execute("COMMIT")
                 report.files.extend(r for *_, r in group)
                 continue
-            self.con.execute("ROLLBACK")
             self._load_owners()
             del report.warnings[warnings_before:-1]  # keep only the failure; the others will be redone
             for _p, _s, _k, r in group:

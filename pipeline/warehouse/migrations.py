@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import duckdb
 
+from pipeline.warehouse.transaction import atomic
+
 Step = Callable[[duckdb.DuckDBPyConnection], None]
 STEPS: list[tuple[str, Step]] = []
 
@@ -210,13 +212,8 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     for name, fn in STEPS:
         if name in done:
             continue
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with atomic(con):
             fn(con)
             con.execute("INSERT INTO schema_migrations VALUES (?, current_timestamp)", [name])
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
         ran.append(name)
     return ran
