@@ -1,13 +1,34 @@
-"""The warehouse schema, as a history of small named steps.
+"""The warehouse schema, as a history of small named steps (as llm's and sqlite-utils' migrations).
 
-Each step runs once, inside a transaction, and is recorded in `schema_migrations`, so an older
-warehouse upgrades itself on its next read-write open. Add a new step at the end; never edit one
-that has shipped.
+Each step runs once, inside a transaction, and is recorded by name in `schema_migrations`, so an
+older warehouse upgrades itself on its next read-write open (a read-only open of a warehouse with
+steps missing is refused with a message that says how to upgrade it).
+
+Tables are steps; views are rebuilt. A step changes what holds data (tables, columns, rows) and
+never changes once shipped: a warehouse that ran it will not run it again, so an edit would reach
+only new warehouses. The analyst views (`pipeline.warehouse.views`) are not steps: they hold no
+data, and their SQL embeds the prompt rules that `derive` also applies, so they must always be the
+code's current SQL. A writing open rebuilds them whenever that SQL changed (its hash is recorded
+in `schema_migrations` as `views:<hash>`), after the steps. Freezing each view's SQL in the step
+that ships it would copy a hundred lines of SQL per change, and a step that called today's
+`create_views` (as 004 and 006 once did) would run today's SQL against an older warehouse's
+tables, before the later steps those views need. 004 and 006 keep their names, recorded in every
+warehouse, and do nothing now.
+
+To add a step: append a function at the end of the steps below, decorated `@step("NNN_what")`
+with the next number, that takes the connection and issues the statements it needs with their SQL
+written out (not built from constants or functions that may change later). A duplicate name is
+refused when this module is imported. Then run `.venv/bin/python -m tests.warehouse.test_migrations`
+to record the step and the new schema in `tests/warehouse/expected_schema.json`; the tests upgrade
+a warehouse stopped before every step (`migrate(con, stop_before=…)`) and compare it with a fresh
+one, and fail if a recorded step's source changes.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
+from typing import cast
 
 import duckdb
 
@@ -15,9 +36,16 @@ from pipeline.warehouse.transaction import atomic
 
 Step = Callable[[duckdb.DuckDBPyConnection], None]
 STEPS: list[tuple[str, Step]] = []
+VIEWS_PREFIX = "views:"
 
 
 def step(name: str) -> Callable[[Step], Step]:
+    """Register the decorated function as the next step, under a name no other step has."""
+    if any(name == done for done, _ in STEPS):
+        raise ValueError(f"migration step {name!r} is defined twice; give the new step the next free number")
+    if not name or name.startswith(VIEWS_PREFIX):
+        raise ValueError(f"{name!r} cannot name a migration step")
+
     def register(fn: Step) -> Step:
         STEPS.append((name, fn))
         return fn
@@ -158,9 +186,8 @@ def _consolidation(con: duckdb.DuckDBPyConnection) -> None:
 
 @step("004_analyst_views")
 def _views(con: duckdb.DuckDBPyConnection) -> None:
-    from pipeline.warehouse.views import create_views
-
-    create_views(con)
+    # Created the views; views are now rebuilt after the steps whenever their SQL changes.
+    pass
 
 
 @step("005_applied_artifacts")
@@ -178,10 +205,26 @@ def _applied(con: duckdb.DuckDBPyConnection) -> None:
 
 @step("006_messages_is_prompt")
 def _messages_is_prompt(con: duckdb.DuckDBPyConnection) -> None:
-    # messages gains is_prompt, so that "what the user asked" leaves out injected context.
+    # Gave messages is_prompt; views are now rebuilt after the steps whenever their SQL changes.
+    pass
+
+
+# -- applying the steps --------------------------------------------------------------------------------
+
+
+def views_fingerprint() -> str:
+    """A hash of the statements `create_views` runs: the SQL itself, so a change in the prompt
+    rules it embeds counts too."""
     from pipeline.warehouse.views import create_views
 
-    create_views(con)
+    statements: list[str] = []
+
+    class Capture:
+        def execute(self, sql: str, *args: object) -> None:
+            statements.append(sql)
+
+    create_views(cast(duckdb.DuckDBPyConnection, Capture()))
+    return hashlib.sha256("\n".join(statements).encode("utf-8")).hexdigest()[:16]
 
 
 def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
@@ -200,20 +243,40 @@ def applied(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 def pending(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The steps this warehouse has not run, and `views` when its views are not the code's."""
     done = applied(con)
-    return [name for name, _ in STEPS if name not in done]
+    missing = [name for name, _ in STEPS if name not in done]
+    if VIEWS_PREFIX + views_fingerprint() not in done:
+        missing.append("views")
+    return missing
 
 
-def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Apply every step not yet recorded; returns the names applied now."""
+def migrate(con: duckdb.DuckDBPyConnection, *, stop_before: str | None = None) -> list[str]:
+    """Run every step not yet recorded, in order, then rebuild the views if their SQL changed;
+    returns the names of the steps run now.
+
+    `stop_before` names a step: the steps before it run, and neither it, the later ones nor the
+    views do (a warehouse as it was before that step, for tests of the upgrade path)."""
+    names = [name for name, _ in STEPS]
+    if stop_before is not None and stop_before not in names:
+        raise ValueError(f"no migration step {stop_before!r}; steps: {', '.join(names)}")
     _ensure_table(con)
     done = applied(con)
     ran: list[str] = []
     for name, fn in STEPS:
+        if name == stop_before:
+            return ran
         if name in done:
             continue
         with atomic(con):
             fn(con)
             con.execute("INSERT INTO schema_migrations VALUES (?, current_timestamp)", [name])
         ran.append(name)
+    views = VIEWS_PREFIX + views_fingerprint()
+    if views not in done:
+        from pipeline.warehouse.views import create_views
+
+        with atomic(con):
+            create_views(con)
+            con.execute("INSERT INTO schema_migrations VALUES (?, current_timestamp)", [views])
     return ran
