@@ -151,15 +151,11 @@ def load_calls(*, db: str | Path | None = None, calls: str | Path | None = None,
 
 
 def _scan_file(path: Path) -> pl.LazyFrame:
+    from pipeline.calls import files
+
     if not path.is_file():
-        raise UsageError(f"no calls file at {path}; pass a Parquet or JSONL file of llm_calls rows")
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        frame = pl.scan_ndjson(path, infer_schema_length=None)
-    elif suffix in (".parquet", ".pq"):
-        frame = pl.scan_parquet(path)
-    else:
-        raise UsageError(f"{path}: unknown calls format {suffix!r}; use .parquet or .jsonl")
+        raise UsageError(f"no calls file at {path}; pass a Parquet, JSONL or CSV file of llm_calls rows")
+    frame = files.scan(path)  # the same reader table as `pipeline import-calls`
     names = frame.collect_schema().names()
     missing = [c for c in ("session_id", "at", "prompt_tokens", "cached_tokens") if c not in names]
     if missing:
@@ -198,7 +194,10 @@ def _normalize(frame: pl.LazyFrame, names: list[str]) -> pl.LazyFrame:
     for name in ("prompt_tokens", "cached_tokens", "cache_write_tokens"):
         if name in names:
             exprs.append(pl.col(name).cast(pl.Int64))
-    if "changed_sections" in names and schema["changed_sections"] != pl.List(pl.String):
+    if "changed_sections" in names and schema["changed_sections"] == pl.String:
+        # a CSV cell holds the list as JSON text, as `import-calls` reads it
+        exprs.append(pl.col("changed_sections").str.json_decode(pl.List(pl.String)))
+    elif "changed_sections" in names and schema["changed_sections"] != pl.List(pl.String):
         exprs.append(pl.col("changed_sections").cast(pl.List(pl.String)))
     return frame.with_columns(exprs).select(_COLUMNS)
 

@@ -1,4 +1,10 @@
-"""Reading an import file into records, each with the position a person would look up.
+"""Reading a call-log file: one table from file kind to reader, for every verb that reads one.
+
+`READERS` maps each kind (jsonl, csv, tsv, parquet) to its file-name suffixes and two readers:
+`records` (every row with the position a person would look up, for `pipeline import-calls`) and
+`scan` (the columns as a polars LazyFrame, for `pipeline cache-report --calls`, which may read ten
+million rows). `kind_of` decides the kind the same way for both: content first where it is
+unambiguous (Parquet magic), then the suffix, then a sniff of the first line.
 
 JSONL is split on `\\n` and parsed line by line, so one broken line becomes one bad row at its
 1-based line number instead of failing the whole file. CSV and Parquet are read with polars; a
@@ -9,6 +15,7 @@ spans lines moves the rows below it), a Parquet record's is its 1-based row numb
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -19,11 +26,6 @@ from pipeline.errors import UsageError
 
 Kind = Literal["jsonl", "csv", "tsv", "parquet"]
 
-_BY_SUFFIX: dict[str, Kind] = {
-    ".jsonl": "jsonl", ".ndjson": "jsonl", ".jsonlines": "jsonl", ".json": "jsonl",
-    ".csv": "csv", ".tsv": "tsv", ".tab": "tsv",
-    ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
-}
 _PARQUET_MAGIC = b"PAR1"
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark (Windows editors) is not part of the first record
@@ -64,7 +66,7 @@ def detect(path: Path, head: bytes) -> Kind:
             f"{path} holds one JSON array; import wants one object per line: convert it with "
             f"`jq -c '.[]' {path} > {path.with_suffix('.jsonl').name}`"
         )
-    kind = _BY_SUFFIX.get(path.suffix.lower())
+    kind = SUFFIXES.get(path.suffix.lower())
     if kind is not None:
         return kind
     if not stripped or stripped.startswith(b"{"):
@@ -80,8 +82,9 @@ def detect(path: Path, head: bytes) -> Kind:
     )
 
 
-def read(path: str | Path) -> Table:
-    """Every record of the file. Raises UsageError when the file is missing or unreadable."""
+def kind_of(path: str | Path) -> Kind:
+    """The kind of a call-log file. Raises UsageError when it is missing, unreadable or of no kind
+    we read."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"no such file: {p}" if not p.exists() else f"{p} is not a file")
@@ -90,12 +93,24 @@ def read(path: str | Path) -> Table:
             head = fh.read(4096)
     except OSError as exc:
         raise UsageError(f"cannot read {p}: {exc.strerror or exc}") from exc
-    kind = detect(p, head)
-    if kind == "jsonl":
-        return _jsonl(p)
-    if kind == "parquet":
-        return _parquet(p)
-    return _csv(p, kind)
+    return detect(p, head)
+
+
+def read(path: str | Path) -> Table:
+    """Every record of the file. Raises UsageError when the file is missing or unreadable."""
+    return READERS[kind_of(path)].records(Path(path))
+
+
+def scan(path: str | Path) -> pl.LazyFrame:
+    """The file's columns, read lazily. Raises UsageError when it is missing or unreadable."""
+    p = Path(path)
+    kind = kind_of(p)
+    try:
+        frame = READERS[kind].scan(p)
+        frame.collect_schema()  # a malformed file shows itself here, not deep inside a later query
+        return frame
+    except Exception as exc:  # polars raises several classes for a malformed file; all are the user's
+        raise UsageError(f"cannot read {p} as {kind.upper()}: {_first_line(exc)}") from exc
 
 
 def _jsonl(path: Path) -> Table:
@@ -128,7 +143,7 @@ def _jsonl(path: Path) -> Table:
     return table
 
 
-def _csv(path: Path, kind: Kind) -> Table:
+def _csv(path: Path, kind: Literal["csv", "tsv"]) -> Table:
     try:
         # Every cell as text: counts are parsed per row, so one bad cell is one bad row, and an
         # id like 007 keeps its zeros. Empty cells are null (unknown).
@@ -159,6 +174,29 @@ def _parquet(path: Path) -> Table:
             continue
         table.records.append(Record(number, unflatten(row)))
     return table
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How one kind of file is read: `records` row by row, `scan` as lazy columns."""
+
+    kind: Kind
+    suffixes: tuple[str, ...]
+    records: Callable[[Path], Table]
+    scan: Callable[[Path], pl.LazyFrame]
+
+
+READERS: dict[Kind, Reader] = {
+    r.kind: r for r in (
+        Reader("jsonl", (".jsonl", ".ndjson", ".jsonlines", ".json"), _jsonl,
+               lambda p: pl.scan_ndjson(p, infer_schema_length=None)),
+        Reader("csv", (".csv",), lambda p: _csv(p, "csv"), lambda p: pl.scan_csv(p, infer_schema_length=None)),
+        Reader("tsv", (".tsv", ".tab"), lambda p: _csv(p, "tsv"),
+               lambda p: pl.scan_csv(p, separator="\t", infer_schema_length=None)),
+        Reader("parquet", (".parquet", ".pq", ".parq"), _parquet, pl.scan_parquet),
+    )
+}
+SUFFIXES: dict[str, Kind] = {suffix: r.kind for r in READERS.values() for suffix in r.suffixes}
 
 
 def unflatten(row: dict[str, Any]) -> dict[str, Any]:

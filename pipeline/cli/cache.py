@@ -45,11 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "cache-report",
         help="classify cache misses and estimate the effect of date anchoring (difference-in-differences)",
-        description="Reads llm_calls from the warehouse (read-only) or a Parquet/JSONL file.",
+        description="Reads llm_calls from the warehouse (read-only) or a Parquet, JSONL or CSV file.",
     )
     source = p.add_mutually_exclusive_group()
     add_db(source)  # a group has the same add_argument
-    source.add_argument("--calls", metavar="FILE", help="a Parquet or JSONL file of llm_calls rows instead of the warehouse")
+    source.add_argument("--calls", metavar="FILE",
+                        help="a Parquet, JSONL or CSV file of llm_calls rows instead of the warehouse")
     p.add_argument("--cutover", type=_date, required=True, metavar="DATE", help="the day anchored dates were deployed")
     p.add_argument("--source", metavar="S", help="only calls of this source (default: all)")
     p.add_argument("--tz", default="UTC", metavar="ZONE", help="time zone for calendar days (default UTC)")
