@@ -6,18 +6,18 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.warehouse import db
+from pipeline.warehouse import db as warehouse
 
 
-def query(sql: str, params: object = None, *, db_file: str | Path | None = None) -> pl.DataFrame:
+def query(sql: str, params: object = None, *, db: str | Path | None = None) -> pl.DataFrame:
     """Run one read-only query and return a polars DataFrame; the connection is closed at once."""
-    with db.reading(db_file) as con:
-        return db.frame(con, sql, params)
+    with warehouse.reading(db) as con:
+        return warehouse.frame(con, sql, params)
 
 
-def overview(db_file: str | Path | None = None) -> pl.DataFrame:
+def overview(db: str | Path | None = None) -> pl.DataFrame:
     """One row per table or view with its row count."""
-    with db.reading(db_file) as con:
+    with warehouse.reading(db) as con:
         names = [r[0] for r in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() AND table_schema = 'main' ORDER BY table_name"
         ).fetchall()]

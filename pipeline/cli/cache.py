@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cutover", type=_date, metavar="DATE", help="deploy day of anchored dates (default: day 22)")
     p.add_argument("--seed", type=int, default=1, metavar="S", help="random seed (default 1)")
     p.add_argument("--out", required=True, metavar="FILE", help="Parquet file to write (llm_calls columns)")
-    p.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic")
+    p.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic",
+                   help="whose prompt-cache rules and prices to simulate (default anthropic)")
     p.add_argument("--tz", default="UTC", metavar="ZONE", help="the harness's time zone (default UTC)")
     p.add_argument("--retention", choices=("short", "long"), default="short",
                    help="cache lifetime: short = 5 min (Anthropic) / in-memory (OpenAI); long = 1 h / 24 h")

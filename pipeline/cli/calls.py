@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "same file again adds nothing. Bad rows are reported with file:line:field and not stored."
         ),
     )
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="the call log: JSONL, CSV, TSV or Parquet (told from its content and suffix)")
     p.add_argument("--format", required=True, choices=FORMATS, help="the token convention of the rows")
     p.add_argument("--name", metavar="NAME", help="source name: rows get source import:NAME (default: the file's stem)")
     p.add_argument(

@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pydantic import ValidationError
-
 from pipeline.cli.main import add_db, add_json, print_json
 from pipeline.consolidator import pending
 from pipeline.consolidator.artifact import Budgets
@@ -66,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="check an answer file against the contract (always prints JSON)",
         description="Exit 0 with {\"accepted\": true}, or 1 with {\"accepted\": false, \"problems\": [...]}.",
     )
-    p.add_argument("answer", metavar="ANSWER.json")
+    p.add_argument("answer", metavar="ANSWER.json", help="the answer file: one JSON object (candidates, commitments, readSessionIds)")
     p.add_argument("--sessions", action="append", required=True, metavar="ID[,ID…]",
                    help="the batch the answer may cite (repeatable)")
     add_db(p)
@@ -89,20 +87,10 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
             return 0
     else:
         ids = parse_session_ids(args.sessions)
-    try:
-        budgets = Budgets(
-            max_tool_calls=args.max_tool_calls, max_submits=args.max_submits,
-            max_tokens=args.max_tokens, max_seconds=args.max_seconds,
-        )
-    except ValidationError as exc:
-        from pipeline.cli.main import _validation_message
-
-        raise UsageError(f"bad budget: {_validation_message(exc)}") from None
-    if args.max_retries < 0 or args.timeout <= 0:
-        raise UsageError("--max-retries must be 0 or more and --timeout above 0")
+    budgets = {k: getattr(args, k) for k in ("max_tool_calls", "max_submits", "max_tokens", "max_seconds")}
     result = run_batch(
         ids, db=args.db, engine=args.engine, model=args.model, base_url=args.base_url, out_dir=args.out,
-        runs_dir=args.runs, budgets=budgets, run_id=args.run_id, batch_id=args.batch_id,
+        runs=args.runs, budgets=budgets, run_id=args.run_id, batch_id=args.batch_id,
         max_retries=args.max_retries, timeout=args.timeout, on_event=_progress,
     )
     if args.json:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 
 from pipeline import config
@@ -19,8 +18,13 @@ def _add_corpus(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("apply", help="land a batch's artifact folder in the corpus and the warehouse")
-    p.add_argument("artifact", metavar="ARTIFACT_DIR")
+    p = sub.add_parser(
+        "apply", help="land a batch's artifact folder in the corpus and the warehouse",
+        description="Checks the artifact's answer against the warehouse again, commits each accepted memory "
+        "and task to the corpus, and watermarks the sessions the batch read. Applying the same folder "
+        "twice does nothing the second time (exit 0).",
+    )
+    p.add_argument("artifact", metavar="ARTIFACT_DIR", help="the batch folder `pipeline consolidate` (or a night) wrote")
     p.add_argument("--confidence-floor", type=float, default=apply_mod.tasks.CONFIDENCE_FLOOR, metavar="X",
                    help="commitments below this confidence are dropped (default %(default)s)")
     add_db(p)
@@ -28,7 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.set_defaults(func=cmd_apply)
 
-    p = sub.add_parser("memories", help="list the memories in the corpus")
+    p = sub.add_parser("memories", help="list the memories in the corpus",
+                       description="One line per memory, as the warehouse mirrors the corpus: id, kind, claim and "
+                       "how many sessions back it (--json: also its path, commit and sessions).")
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_memories)
@@ -49,10 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    if not 0.0 <= args.confidence_floor <= 1.0:
-        raise UsageError(f"--confidence-floor {args.confidence_floor} must be between 0 and 1 (confidence is 0–1)")
-    result = apply_mod.apply(args.artifact, db_file=args.db, corpus_dir=args.corpus,
-                             confidence_floor=args.confidence_floor)
+    result = apply_mod.apply(args.artifact, db=args.db, corpus=args.corpus, confidence_floor=args.confidence_floor)
     if args.json:
         print_json(result.to_json())
     else:
@@ -96,21 +99,19 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     if args.action == "list":
         if args.task_id:
             raise UsageError(f"unexpected {args.task_id!r}: use `pipeline tasks confirm ID` or `pipeline tasks reject ID`")
-        entries = review.list_tasks(db_file=args.db, include_closed=args.all)
+        entries = review.list_tasks(db=args.db, include_closed=args.all)
         if args.json:
             print_json(entries)
         else:
-            today = dt.date.today().isoformat()
             for t in entries:
-                late = t["dueHint"] and t["dueHint"] < today and t["status"] in ("proposed", "confirmed")
-                due = f" (due {t['dueHint']}{', overdue' if late else ''})" if t["dueHint"] else ""
+                due = f" (due {t['dueHint']}{', overdue' if t['overdue'] else ''})" if t["dueHint"] else ""
                 sys.stdout.write(f"{t['id']}  {t['status']:<9} {t['actor']:<5} {t['statement']}{due}\n")
             sys.stderr.write(f"{len(entries)} tasks\n")
         return 0
     if not args.task_id:
         raise UsageError(f"`pipeline tasks {args.action}` needs a task ID (see `pipeline tasks`)")
     entry = review.set_status(args.task_id, {"confirm": "confirmed", "reject": "rejected", "done": "done"}[args.action],
-                              db_file=args.db, corpus_dir=args.corpus)
+                              db=args.db, corpus=args.corpus)
     if args.json:
         print_json(entry)
     elif entry.get("unchanged"):

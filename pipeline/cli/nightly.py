@@ -12,7 +12,12 @@ from pipeline.nightly import driver as nightly
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("nightly", help="the nightly job: ingest, consolidate pending sessions in batches, apply, report")
+    p = sub.add_parser(
+        "nightly", help="the nightly job: ingest, consolidate pending sessions in batches, apply, report",
+        description="Ingests the sources, lands any batch an interrupted night finished, runs the consolidate "
+        "notebook once per batch of pending sessions, applies each artifact, and writes the night's report "
+        "under <runs>/<YYYY-MM-DD>/<run-id>/. Exit 1 when a batch of this run failed.",
+    )
     p.add_argument("--source", action="append", default=[], metavar="PATH",
                    help="transcripts to ingest first (repeatable); without it, what is already in the warehouse")
     p.add_argument("--engine", choices=engine_choices(), default="auto",

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from pipeline import config
 from pipeline.consolidator import tools
 from pipeline.consolidator.artifact import (
@@ -41,7 +43,7 @@ from pipeline.consolidator.contract import Answer
 from pipeline.consolidator.engine import ENGINES, EngineOptions, Prepared, get_engine, resolve_engine
 from pipeline.errors import PipelineError, ToolError, UsageError
 from pipeline.faults import crash_point
-from pipeline.warehouse import db
+from pipeline.warehouse import db as warehouse
 
 if TYPE_CHECKING:  # the openai client is imported only when the LLM engine runs: it is slow to load
     from openai import OpenAI
@@ -137,8 +139,8 @@ def _ids_from_layout(out_dir: Path) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _manifest_sessions(db_path: str | Path | None, session_ids: Sequence[str]) -> list[ManifestSession]:
-    with db.reading(db_path) as con:
+def _manifest_sessions(db: str | Path | None, session_ids: Sequence[str]) -> list[ManifestSession]:
+    with warehouse.reading(db) as con:
         try:
             entries = tools.list_sessions(con, list(session_ids))
         except ToolError as exc:
@@ -161,8 +163,12 @@ def _budgets(budgets: Budgets | Mapping[str, Any] | None) -> Budgets:
         return Budgets()
     if isinstance(budgets, Budgets):
         return budgets
-    # Notebook parameters may be None for "use the default".
-    return Budgets.model_validate({k: v for k, v in budgets.items() if v is not None})
+    try:
+        # Notebook parameters and unset flags may be None for "use the default".
+        return Budgets.model_validate({k: v for k, v in budgets.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}" for e in exc.errors()[:5])
+        raise UsageError(f"bad budget: {problems}") from None
 
 
 def run_batch(
@@ -174,7 +180,7 @@ def run_batch(
     base_url: str | None = None,
     api_key: str | None = None,
     out_dir: str | os.PathLike[str] | None = None,
-    runs_dir: str | os.PathLike[str] | None = None,
+    runs: str | os.PathLike[str] | None = None,
     budgets: Budgets | Mapping[str, Any] | None = None,
     run_id: str | None = None,
     batch_id: str | None = None,
@@ -189,14 +195,18 @@ def run_batch(
     auto: openai when OPENAI_API_KEY is set, else rules).
     `model`, `base_url` and the key fall back to PIPELINE_MODEL, OPENAI_BASE_URL and
     OPENAI_API_KEY. `out_dir` is the batch folder itself; by default it is
-    `<runs>/<YYYY-MM-DD>/<run-id>/<batch-id>/`. `on_event` receives progress events (tool calls,
-    model calls, submissions) as they happen. Wrong invocations (no sessions, unknown session, no
-    model for the openai engine) raise UsageError before anything is written.
+    `<runs>/<YYYY-MM-DD>/<run-id>/<batch-id>/`. `budgets` is a Budgets or a mapping of its fields
+    (None keeps a default); `max_retries` (0 or more) and `timeout` (seconds, above 0) apply to each
+    model request. `on_event` receives progress events (tool calls, model calls, submissions) as
+    they happen. Wrong invocations (no sessions, a budget or retry setting out of range, unknown
+    session, no model for the openai engine) raise UsageError before anything is written.
     """
     ids = parse_session_ids(session_ids)
     if not ids:
         raise UsageError("no sessions given: pass --sessions ID[,ID…] or --pending")
     limits = _budgets(budgets)
+    if max_retries < 0 or timeout <= 0:
+        raise UsageError("--max-retries must be 0 or more and --timeout above 0")
     key = api_key or os.environ.get("OPENAI_API_KEY") or None
     chosen, why = resolve_engine(engine, api_key=key)
     model = config.model_name(model)
@@ -210,7 +220,7 @@ def run_batch(
     layout_run, layout_batch = _ids_from_layout(folder) if folder is not None else (None, None)
     run_id = run_id or layout_run or new_run_id(started_at)
     batch_id = batch_id or layout_batch or batch_id_for(ids)
-    folder = folder or default_out_dir(run_id, batch_id, f"{started_at:%Y-%m-%d}", runs_dir)
+    folder = folder or default_out_dir(run_id, batch_id, f"{started_at:%Y-%m-%d}", runs)
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--out {folder} is a file; name a folder for the batch's artifact")
     folder.mkdir(parents=True, exist_ok=True)

@@ -8,11 +8,11 @@ from typing import Any
 import polars as pl
 
 from pipeline.consolidator import tools
-from pipeline.warehouse import db
+from pipeline.warehouse import db as warehouse
 
 
-def manifest_table(session_ids: list[str], db_file: str | Path | None) -> pl.DataFrame:
-    with db.reading(db_file) as con:
+def manifest_table(session_ids: list[str], db: str | Path | None) -> pl.DataFrame:
+    with warehouse.reading(db) as con:
         entries = tools.list_sessions(con, session_ids)
     return pl.DataFrame([
         {k: e[k] for k in ("sessionId", "slug", "firstAt", "lastAt", "prompts", "turns", "lineCount", "sizeBytes", "newFromLine")}

@@ -26,7 +26,7 @@ from pipeline.consolidator.contract import CheckResult, check_answer
 from pipeline.consolidator.prompts import TOOL_NAMES
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.errors import PipelineError
-from pipeline.warehouse import db
+from pipeline.warehouse import db as warehouse
 
 __all__ = ["BatchTools", "ToolOutcome", "error_result", "parse_arguments"]
 
@@ -103,8 +103,8 @@ def _validation_message(name: str, exc: ValidationError) -> str:
 class BatchTools:
     """list_sessions, search_transcript, read_lines and submit_answer for the sessions of one batch."""
 
-    def __init__(self, db_path: str | Path | None, session_ids: Sequence[str]) -> None:
-        self.db_path = db_path
+    def __init__(self, db: str | Path | None, session_ids: Sequence[str]) -> None:
+        self.db = db
         self.session_ids = tuple(session_ids)
         self._allowed = frozenset(self.session_ids)
 
@@ -138,7 +138,7 @@ class BatchTools:
 
     def _read(self, work: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
         try:
-            with db.reading(self.db_path) as con:
+            with warehouse.reading(self.db) as con:
                 return work(con)
         except duckdb.Error as exc:
             raise PipelineError(f"the warehouse could not be read ({exc}); try the call again") from exc

@@ -25,9 +25,10 @@ from pipeline.consolidator.contract import Answer, Candidate, check_answer
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.corpus import dedupe, memory_file, tasks
 from pipeline.corpus.git_corpus import Corpus
+from pipeline.errors import UsageError
 from pipeline.faults import crash_point
 from pipeline.redact import redact
-from pipeline.warehouse import db
+from pipeline.warehouse import db as warehouse
 
 
 @dataclass
@@ -88,14 +89,19 @@ class ApplyResult:
         }
 
 
-def apply(artifact_dir: str | Path, *, db_file: str | Path | None = None, corpus_dir: str | Path | None = None,
+def apply(artifact_dir: str | Path, *, db: str | Path | None = None, corpus: str | Path | None = None,
           confidence_floor: float = tasks.CONFIDENCE_FLOOR) -> ApplyResult:
+    """Land one batch's artifact folder: its answer checked again against the warehouse `db`, its
+    memories and tasks committed to the git `corpus`, its sessions watermarked. Commitments below
+    `confidence_floor` (0–1) are dropped."""
+    if not 0.0 <= confidence_floor <= 1.0:
+        raise UsageError(f"--confidence-floor {confidence_floor} must be between 0 and 1 (confidence is 0–1)")
     art = load(artifact_dir)
     m = art.manifest
     result = ApplyResult(art.artifact_id, m.run_id, m.batch_id, "applied")
-    corpus = Corpus(config.corpus_path(corpus_dir))
-    with db.writing(db_file) as con:
-        if db.one(con, "SELECT 1 FROM applied_artifacts WHERE artifact_id = ?", [art.artifact_id]):
+    repo = Corpus(config.corpus_path(corpus))
+    with warehouse.writing(db) as con:
+        if warehouse.one(con, "SELECT 1 FROM applied_artifacts WHERE artifact_id = ?", [art.artifact_id]):
             result.status = "already-applied"
             return result
         answer: Answer | None = None
@@ -119,15 +125,15 @@ def apply(artifact_dir: str | Path, *, db_file: str | Path | None = None, corpus
         crash_point("apply:checked")
 
         if answer is not None:
-            corpus.ensure()
-            _land_candidates(corpus, art, answer.candidates, result)
-            _land_tasks(corpus, art, answer, result, confidence_floor, _locator(con))
+            repo.ensure()
+            _land_candidates(repo, art, answer.candidates, result)
+            _land_tasks(repo, art, answer, result, confidence_floor, _locator(con))
             touched = set(art.art.touched_session_ids())
             named = [s for s in dict.fromkeys(answer.readSessionIds) if s in art.session_ids]
             result.watermarked = [s for s in named if s in touched]
             result.named_not_touched = [s for s in named if s not in touched]
         crash_point("apply:before-warehouse")
-        _record(con, corpus if answer is not None else None, art, result)
+        _record(con, repo if answer is not None else None, art, result)
     return result
 
 
@@ -308,7 +314,7 @@ def _record(con: duckdb.DuckDBPyConnection, corpus: Corpus | None, art: LoadedAr
     now = dt.datetime.now(dt.UTC)
     sizes = {s.session_id: s for s in m.sessions}
     run = art.art.run
-    with db.atomic(con):
+    with warehouse.atomic(con):
         if corpus is not None:
             mirror_corpus(con, corpus)
         for sid in result.watermarked:

@@ -7,6 +7,7 @@ queue with `ls tasks/proposed`. Paths and ids derive from the statement only. Th
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +51,11 @@ class TaskDoc(BaseModel):
     closed: str | None = None
     line: int | None = None  # where the evidence is in its session
     said: str | None = None  # when that line was written (ISO 8601), to read "tomorrow" against
+
+
+def is_overdue(due_hint: str | None, status: str, today: dt.date) -> bool:
+    """An open task (proposed or confirmed) whose due day is before `today`."""
+    return bool(due_hint) and status in OPEN and str(due_hint) < today.isoformat()
 
 
 def task_id(statement: str) -> str:

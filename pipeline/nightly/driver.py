@@ -38,7 +38,8 @@ from pipeline.nightly.kernels import (
     run_papermill,
 )
 from pipeline.nightly.lock import nightly_lock
-from pipeline.warehouse import db, ingest
+from pipeline.warehouse import db as warehouse
+from pipeline.warehouse import ingest
 
 REPO = config.REPO
 CONSOLIDATE_NOTEBOOK = config.NOTEBOOKS / "consolidate.ipynb"
@@ -129,7 +130,7 @@ def _stderr(msg: str) -> None:
 def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
     t0 = time.monotonic()
     # Batches run with the project as their working folder: every path they get must be absolute.
-    db_file = config.db_path(opts.db).absolute()
+    db = config.db_path(opts.db).absolute()
     runs_root = config.runs_path(opts.runs).absolute()
     opts = opts.model_copy(update={"corpus": str(config.corpus_path(opts.corpus).absolute())})
     engine, why = resolve_engine(opts.engine, api_key=os.environ.get("OPENAI_API_KEY"))
@@ -145,10 +146,10 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
     run_dir = runs_root / day / run_id
     result = NightResult(run_id, day, engine, why, run_dir)
     say(f"nightly {run_id}: {why}")
-    with nightly_lock(db_file, run_id) as lock:
+    with nightly_lock(db, run_id) as lock:
         if lock.previous and lock.previous.get("runId"):
             say(f"taking over from interrupted run {lock.previous['runId']} (pid {lock.previous.get('pid')} is gone)")
-        with db.writing(db_file) as con:
+        with warehouse.writing(db) as con:
             if opts.sources:
                 report = ingest.ingest(con, opts.sources, progress=True)
                 for w in report.warnings:
@@ -161,13 +162,13 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
             )
         crash_point("nightly:ingested")
 
-        result.recovered = _land_leftovers(db_file, runs_root, opts, say)
+        result.recovered = _land_leftovers(db, runs_root, opts, say)
         crash_point("nightly:recovered")
 
-        plan = _plan(db_file, opts)
+        plan = _plan(db, opts)
         run_dir.mkdir(parents=True, exist_ok=True)
         outcomes = [BatchOutcome(b.batch_id, b.session_ids, run_dir / b.batch_id) for b in plan]
-        with db.writing(db_file) as con:
+        with warehouse.writing(db) as con:
             for b in outcomes:
                 con.execute(
                     "INSERT INTO batches (run_id, batch_id, status, sessions, artifact_dir) VALUES (?, ?, 'planned', ?, ?)",
@@ -176,28 +177,28 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
         say(f"{len(outcomes)} batch(es) planned from {sum(len(b.session_ids) for b in outcomes)} pending session(s)")
         crash_point("nightly:planned")
 
-        _run_batches(outcomes, engine, run_id, db_file, opts, lock, say)
+        _run_batches(outcomes, engine, run_id, db, opts, lock, say)
         crash_point("nightly:batches-done")
 
         for b in outcomes:
-            _land(b, db_file, opts, run_id, say)
+            _land(b, db, opts, run_id, say)
             crash_point("nightly:between-applies")
         result.batches = outcomes
 
-        with db.reading(db_file) as con:
+        with warehouse.reading(db) as con:
             result.pending_after = len(pending.pending_ids(con))
-        _finish_run(db_file, result, t0)
+        _finish_run(db, result, t0)
         if opts.report:
             crash_point("nightly:report")
-            result.report, result.report_note = _report(run_id, run_dir, db_file, opts, say)
+            result.report, result.report_note = _report(run_id, run_dir, db, opts, say)
             result.report_failed = result.report is None
-            _finish_run(db_file, result, t0)
+            _finish_run(db, result, t0)
     return result
 
 
-def _finish_run(db_file: Path, result: NightResult, t0: float) -> None:
+def _finish_run(db: Path, result: NightResult, t0: float) -> None:
     result.seconds = time.monotonic() - t0
-    with db.writing(db_file) as con:
+    with warehouse.writing(db) as con:
         con.execute(
             "UPDATE runs SET finished_at = ?, status = ?, details = ? WHERE run_id = ?",
             [dt.datetime.now(dt.UTC), "failed" if result.exit_code else "done", json.dumps(result.to_json()),
@@ -206,9 +207,9 @@ def _finish_run(db_file: Path, result: NightResult, t0: float) -> None:
 
 
 # -- recovery ------------------------------------------------------------------------------------------
-def _land_leftovers(db_file: Path, runs_root: Path, opts: NightlyOptions, say: Say) -> list[BatchOutcome]:
+def _land_leftovers(db: Path, runs_root: Path, opts: NightlyOptions, say: Say) -> list[BatchOutcome]:
     """Apply every finished artifact an interrupted run left behind without landing it."""
-    with db.reading(db_file) as con:
+    with warehouse.reading(db) as con:
         rows = con.execute(
             "SELECT run_id, batch_id, status, artifact_dir, sessions FROM batches WHERE status IN ('planned', 'running') "
             "ORDER BY run_id, rowid"  # plan order, so memories and links land as they would have
@@ -218,16 +219,16 @@ def _land_leftovers(db_file: Path, runs_root: Path, opts: NightlyOptions, say: S
         out = BatchOutcome(batch_id, list(sessions or []), Path(folder))
         if (out.folder / "run.json").exists():
             say(f"landing batch {batch_id} of interrupted run {run_id}")
-            _land(out, db_file, opts, run_id, say)
+            _land(out, db, opts, run_id, say)
         else:
             out.status, out.reason = "failed", "interrupted before its notebook finished; its sessions are planned again"
-            _mark(db_file, run_id, out)
+            _mark(db, run_id, out)
         landed.append(out)
     return landed
 
 
-def _plan(db_file: Path, opts: NightlyOptions) -> list[planner.PlannedBatch]:
-    with db.reading(db_file) as con:
+def _plan(db: Path, opts: NightlyOptions) -> list[planner.PlannedBatch]:
+    with warehouse.reading(db) as con:
         entries = pending.pending_sessions(con)
         wm = dict(con.execute(
             'SELECT session_id, arg_max(size_bytes, "at") FROM watermarks GROUP BY session_id').fetchall())
@@ -235,9 +236,9 @@ def _plan(db_file: Path, opts: NightlyOptions) -> list[planner.PlannedBatch]:
 
 
 # -- batches ---------------------------------------------------------------------------------------------
-def batch_parameters(b: BatchOutcome, engine: str, db_file: Path, opts: NightlyOptions) -> dict[str, Parameter]:
+def batch_parameters(b: BatchOutcome, engine: str, db: Path, opts: NightlyOptions) -> dict[str, Parameter]:
     """The consolidate notebook's parameters for one batch (INTERFACES.md names them)."""
-    params: dict[str, Parameter] = {"db": str(db_file.absolute()), "session_ids": ",".join(b.session_ids),
+    params: dict[str, Parameter] = {"db": str(db.absolute()), "session_ids": ",".join(b.session_ids),
                                     "engine": engine, "out_dir": str(b.folder.absolute())}
     if opts.model:
         params["model"] = opts.model
@@ -249,12 +250,12 @@ def batch_parameters(b: BatchOutcome, engine: str, db_file: Path, opts: NightlyO
     return params
 
 
-def _papermill_cmd(b: BatchOutcome, engine: str, db_file: Path, opts: NightlyOptions) -> list[str]:
+def _papermill_cmd(b: BatchOutcome, engine: str, db: Path, opts: NightlyOptions) -> list[str]:
     return papermill_command(CONSOLIDATE_NOTEBOOK, b.folder / "notebook.ipynb",
-                             batch_parameters(b, engine, db_file, opts), cwd=REPO)
+                             batch_parameters(b, engine, db, opts), cwd=REPO)
 
 
-def _run_batches(outcomes: list[BatchOutcome], engine: str, run_id: str, db_file: Path, opts: NightlyOptions,
+def _run_batches(outcomes: list[BatchOutcome], engine: str, run_id: str, db: Path, opts: NightlyOptions,
                  lock: Any, say: Say) -> None:
     if not outcomes:
         return
@@ -265,13 +266,13 @@ def _run_batches(outcomes: list[BatchOutcome], engine: str, run_id: str, db_file
         with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task("batches", total=len(outcomes))
-            _run_batch_processes(outcomes, engine, run_id, db_file, opts, lock, bar.console.print,
+            _run_batch_processes(outcomes, engine, run_id, db, opts, lock, bar.console.print,
                                  lambda: bar.advance(task))
     else:
-        _run_batch_processes(outcomes, engine, run_id, db_file, opts, lock, say, lambda: None)
+        _run_batch_processes(outcomes, engine, run_id, db, opts, lock, say, lambda: None)
 
 
-def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str, db_file: Path, opts: NightlyOptions,
+def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str, db: Path, opts: NightlyOptions,
                          lock: Any, say: Say, advance: Callable[[], None]) -> None:
     queue = list(outcomes)
     running: dict[int, tuple[subprocess.Popen, BatchOutcome, float, Any]] = {}
@@ -284,11 +285,11 @@ def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str,
                 b = queue.pop(0)
                 b.folder.mkdir(parents=True, exist_ok=True)
                 log = (b.folder / "papermill.log").open("w", encoding="utf-8")
-                proc = subprocess.Popen(_papermill_cmd(b, engine, db_file, opts), cwd=REPO, env=env, stdout=log,
+                proc = subprocess.Popen(_papermill_cmd(b, engine, db, opts), cwd=REPO, env=env, stdout=log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
                 lock.add_group(proc.pid)
                 running[proc.pid] = (proc, b, time.monotonic(), log)
-                _mark(db_file, run_id, b, "running")
+                _mark(db, run_id, b, "running")
                 say(f"batch {b.batch_id}: started ({len(b.session_ids)} sessions)")
                 crash_point("nightly:batch-started")
             time.sleep(0.1)
@@ -346,9 +347,9 @@ def _notebook_error(log: Path) -> str:
     return text[:300]
 
 
-def _mark(db_file: Path, run_id: str, b: BatchOutcome, status: str | None = None) -> None:
+def _mark(db: Path, run_id: str, b: BatchOutcome, status: str | None = None) -> None:
     details = json.dumps({"error": b.error}) if b.error else None
-    with db.writing(db_file) as con:
+    with warehouse.writing(db) as con:
         con.execute(
             "UPDATE batches SET status = ?, reason = ?, started_at = coalesce(started_at, ?), "
             "finished_at = CASE WHEN ? IN ('failed') THEN ? ELSE finished_at END, details = coalesce(?, details) "
@@ -358,13 +359,13 @@ def _mark(db_file: Path, run_id: str, b: BatchOutcome, status: str | None = None
         )
 
 
-def _land(b: BatchOutcome, db_file: Path, opts: NightlyOptions, run_id: str, say: Say) -> None:
+def _land(b: BatchOutcome, db: Path, opts: NightlyOptions, run_id: str, say: Say) -> None:
     if b.status == "failed" or not (b.folder / "run.json").exists():
         b.status = "failed"
         b.reason = b.reason or "the notebook wrote no finished artifact"
-        _mark(db_file, run_id, b)
+        _mark(db, run_id, b)
         return
-    r = apply_mod.apply(b.folder, db_file=db_file, corpus_dir=opts.corpus)
+    r = apply_mod.apply(b.folder, db=db, corpus=opts.corpus)
     b.status = "applied" if r.status in ("applied", "already-applied") else r.status
     b.reason = r.reason
     b.memories, b.linked, b.watermarked, b.tasks = (len(r.memories_written), len(r.memories_linked),
@@ -376,7 +377,7 @@ def _land(b: BatchOutcome, db_file: Path, opts: NightlyOptions, run_id: str, say
 
 
 # -- report ----------------------------------------------------------------------------------------------
-def _report(run_id: str, run_dir: Path, db_file: Path, opts: NightlyOptions, say: Say) -> tuple[Path | None, str | None]:
+def _report(run_id: str, run_dir: Path, db: Path, opts: NightlyOptions, say: Say) -> tuple[Path | None, str | None]:
     note = None
     cutover = opts.cutover or os.environ.get("PIPELINE_CUTOVER")
     if not cutover:
@@ -387,7 +388,7 @@ def _report(run_id: str, run_dir: Path, db_file: Path, opts: NightlyOptions, say
     if CACHE_NOTEBOOK.exists():
         cache_dir = run_dir / "cache"
         cache_dir.mkdir(parents=True, exist_ok=True)
-        proc = run_papermill(cache_command(cache_dir, db_file, cutover), cwd=REPO)
+        proc = run_papermill(cache_command(cache_dir, db, cutover), cwd=REPO)
         if proc.returncode != 0:
             note = f"the cache-anchoring notebook failed: {_tail(proc.stderr)}"
             say(note)
@@ -399,7 +400,7 @@ def _report(run_id: str, run_dir: Path, db_file: Path, opts: NightlyOptions, say
     from pipeline.nightly import report as night_report
 
     try:
-        html = night_report.write(run_id, run_dir, db_file, note=note)
+        html = night_report.write(run_id, run_dir, db, note=note)
     except ReportError as exc:
         say(f"report: {exc}")
         return None, f"{note + '; ' if note else ''}{exc}"
@@ -407,10 +408,10 @@ def _report(run_id: str, run_dir: Path, db_file: Path, opts: NightlyOptions, say
     return html, note
 
 
-def cache_command(cache_dir: Path, db_file: Path, cutover: str) -> list[str]:
+def cache_command(cache_dir: Path, db: Path, cutover: str) -> list[str]:
     """The cache-anchoring notebook over the warehouse, writing its plots and metrics to `cache_dir`."""
     return papermill_command(CACHE_NOTEBOOK, cache_dir / "cache_anchoring.ipynb",
-                             {"db": str(db_file.absolute()), "out_dir": str(cache_dir.absolute()), "cutover": cutover},
+                             {"db": str(db.absolute()), "out_dir": str(cache_dir.absolute()), "cutover": cutover},
                              cwd=REPO)
 
 

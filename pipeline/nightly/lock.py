@@ -24,13 +24,13 @@ from typing import Any
 from pipeline.errors import LockedError
 
 
-def lock_path(db_file: Path) -> Path:
-    return db_file.with_name(db_file.name + ".nightly.lock")
+def lock_path(db: Path) -> Path:
+    return db.with_name(db.name + ".nightly.lock")
 
 
 class NightlyLock:
-    def __init__(self, db_file: Path, run_id: str):
-        self.path = lock_path(db_file)
+    def __init__(self, db: Path, run_id: str):
+        self.path = lock_path(db)
         self.run_id = run_id
         self._fh: Any = None
         self.groups: list[int] = []
@@ -131,8 +131,8 @@ def end_groups(groups: list[int], run_id: str | None) -> list[int]:
 
 
 @contextlib.contextmanager
-def nightly_lock(db_file: Path, run_id: str) -> Iterator[NightlyLock]:
-    lock = NightlyLock(db_file, run_id)
+def nightly_lock(db: Path, run_id: str) -> Iterator[NightlyLock]:
+    lock = NightlyLock(db, run_id)
     lock.acquire()
     try:
         yield lock

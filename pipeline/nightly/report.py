@@ -18,7 +18,7 @@ from pipeline.consolidator import pending
 from pipeline.display import plain
 from pipeline.errors import ReportError
 from pipeline.nightly.kernels import papermill_command, run_papermill
-from pipeline.warehouse import db
+from pipeline.warehouse import db as warehouse
 
 REPO = config.REPO
 NOTEBOOK = config.NOTEBOOKS / "night_report.ipynb"
@@ -38,20 +38,20 @@ def _cost(model: str | None, prompt: int | None, cached: int | None, completion:
             + (completion or 0) * price.output) / 1e6
 
 
-def tables(db_file: str | Path, run_id: str, run_dir: str | Path) -> dict[str, Any]:
+def tables(db: str | Path, run_id: str, run_dir: str | Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
-    with db.reading(db_file) as con:
-        batches = db.frame(con, "SELECT batch_id, status, reason, len(sessions) AS sessions, artifact_dir, details "
+    with warehouse.reading(db) as con:
+        batches = warehouse.frame(con, "SELECT batch_id, status, reason, len(sessions) AS sessions, artifact_dir, details "
                                 "FROM batches WHERE run_id = ? ORDER BY batch_id", [run_id])
-        memories = db.frame(con, "SELECT memory_id, kind, claim, path FROM memories WHERE run_id = ? ORDER BY path", [run_id])
+        memories = warehouse.frame(con, "SELECT memory_id, kind, claim, path FROM memories WHERE run_id = ? ORDER BY path", [run_id])
         # sum() of BIGINT is a 128-bit integer, which reaches Python as a Decimal: keep plain integers.
-        calls = db.frame(con, "SELECT batch_id, any_value(model) AS model, count(*) AS calls, "
+        calls = warehouse.frame(con, "SELECT batch_id, any_value(model) AS model, count(*) AS calls, "
                               "sum(prompt_tokens)::BIGINT AS prompt, sum(cached_tokens)::BIGINT AS cached, "
                               "sum(completion_tokens)::BIGINT AS completion "
                               "FROM llm_calls WHERE source = 'consolidator' AND run_id = ? GROUP BY batch_id", [run_id])
-        wm = db.frame(con, "SELECT session_id, line_count FROM watermarks WHERE run_id = ? ORDER BY session_id", [run_id])
-        tasks_all = db.frame(con, "SELECT task_id, status, actor, statement, due_hint FROM tasks ORDER BY status, task_id")
-        run = db.frame(con, "SELECT engine, model, status, started_at, finished_at FROM runs WHERE run_id = ?", [run_id])
+        wm = warehouse.frame(con, "SELECT session_id, line_count FROM watermarks WHERE run_id = ? ORDER BY session_id", [run_id])
+        tasks_all = warehouse.frame(con, "SELECT task_id, status, actor, statement, due_hint FROM tasks ORDER BY status, task_id")
+        run = warehouse.frame(con, "SELECT engine, model, status, started_at, finished_at FROM runs WHERE run_id = ?", [run_id])
         still_pending = pending.pending_ids(con)
     by_batch = {r["batch_id"]: r for r in calls.iter_rows(named=True)}
     rows = []
@@ -121,22 +121,22 @@ def _esc(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
-def write(run_id: str, run_dir: str | Path, db_file: str | Path, *, note: str | None = None) -> Path:
+def write(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None = None) -> Path:
     """Execute the report notebook into the run folder and convert it to `report.html`."""
     run_dir = Path(run_dir).absolute()
     run_dir.mkdir(parents=True, exist_ok=True)
     executed = run_dir / "night_report.ipynb"
-    _run(report_command(run_id, run_dir, db_file, note=note), "the report notebook")
+    _run(report_command(run_id, run_dir, db, note=note), "the report notebook")
     _run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input", str(executed),
           "--output", "report", "--output-dir", str(run_dir)], "nbconvert")
     return run_dir / "report.html"
 
 
-def report_command(run_id: str, run_dir: str | Path, db_file: str | Path, *, note: str | None = None) -> list[str]:
+def report_command(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None = None) -> list[str]:
     """The report notebook's command line: executed into `<run_dir>/night_report.ipynb`."""
     run_dir = Path(run_dir).absolute()
     return papermill_command(NOTEBOOK, run_dir / "night_report.ipynb",
-                             {"db": str(Path(db_file).absolute()), "run_id": run_id, "run_dir": str(run_dir),
+                             {"db": str(Path(db).absolute()), "run_id": run_id, "run_dir": str(run_dir),
                               "note": note or ""}, cwd=REPO)
 
 

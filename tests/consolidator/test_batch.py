@@ -127,7 +127,7 @@ def test_a_second_run_replaces_the_first(wh: Path, tmp_path: Path, fake: FakeOpe
 
 
 def test_default_folder_and_ids(wh: Path, tmp_path: Path) -> None:
-    result = run_batch(f"{A1}, {A2},{A1}", db=wh, engine="rules", runs_dir=tmp_path / "runs")
+    result = run_batch(f"{A1}, {A2},{A1}", db=wh, engine="rules", runs=tmp_path / "runs")
     day, run_id, batch_id = result.out_dir.relative_to(tmp_path / "runs").parts
     assert day == result.run.started_at.strftime("%Y-%m-%d")
     assert (run_id, batch_id) == (result.manifest.run_id, result.manifest.batch_id)
@@ -242,4 +242,20 @@ def test_the_verb_usage_errors_exit_2(wh: Path, tmp_path: Path, capsys: pytest.C
         code = int(exc.code or 0)
     assert code == 2
     assert needle in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"budgets": {"max_submits": 0}}, "bad budget: max-submits"),
+        ({"budgets": {"max_seconds": -1.0, "max_tool_calls": None}}, "bad budget: max-seconds"),
+        ({"max_retries": -1}, "--max-retries must be 0 or more"),
+        ({"timeout": 0}, "--timeout above 0"),
+    ],
+)
+def test_run_batch_itself_refuses_settings_out_of_range(wh: Path, tmp_path: Path, kwargs: dict[str, Any],
+                                                        needle: str) -> None:
+    with pytest.raises(UsageError, match=needle):
+        run_batch([A1], db=wh, engine="rules", out_dir=tmp_path / "b", **kwargs)
     assert not (tmp_path / "b").exists()

@@ -42,19 +42,19 @@ def commands(tmp: Path) -> list[tuple[Path, list[str], dict[str, Parameter]]]:
     """(notebook, command, the parameters meant) for each papermill run: a batch whose only session
     id is all digits and whose model name reads as a bool, the cache notebook, the night report
     with a note that reads as a bool and a run id that reads as a number."""
-    db_file = tmp / "w.duckdb"
+    wh = tmp / "w.duckdb"
     batch = driver.BatchOutcome("b-1", ["20261001"], tmp / "b-1")
     opts = driver.NightlyOptions(model="True", base_url="http://127.0.0.1:9/v1",
                                  budgets={"max_tool_calls": 12, "max_submits": 2, "max_tokens": 50_000,
                                           "max_seconds": 0.5})
-    batch_params = driver.batch_parameters(batch, "rules", db_file, opts)
+    batch_params = driver.batch_parameters(batch, "rules", wh, opts)
     cache_dir = tmp / "cache"
     return [
-        (driver.CONSOLIDATE_NOTEBOOK, driver._papermill_cmd(batch, "rules", db_file, opts), batch_params),
-        (driver.CACHE_NOTEBOOK, driver.cache_command(cache_dir, db_file, "2026-10-20"),
-         {"db": str(db_file), "out_dir": str(cache_dir), "cutover": "2026-10-20"}),
-        (report.NOTEBOOK, report.report_command("12345", tmp, db_file, note="True"),
-         {"db": str(db_file), "run_id": "12345", "run_dir": str(tmp), "note": "True"}),
+        (driver.CONSOLIDATE_NOTEBOOK, driver._papermill_cmd(batch, "rules", wh, opts), batch_params),
+        (driver.CACHE_NOTEBOOK, driver.cache_command(cache_dir, wh, "2026-10-20"),
+         {"db": str(wh), "out_dir": str(cache_dir), "cutover": "2026-10-20"}),
+        (report.NOTEBOOK, report.report_command("12345", tmp, wh, note="True"),
+         {"db": str(wh), "run_id": "12345", "run_dir": str(tmp), "note": "True"}),
     ]
 
 
