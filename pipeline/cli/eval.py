@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from pipeline.cli.main import add_db, add_json, print_json
-from pipeline.consolidator.batch import ENGINES
-from pipeline.consolidator.engine import Event
+from pipeline.consolidator.context import Event
+from pipeline.consolidator.engine import engine_choices
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--gold", required=True, metavar="FILE", help="gold JSONL (reviewed, memory, commitment, not_commitment)")
-    p.add_argument("--engine", choices=ENGINES, default="auto",
+    p.add_argument("--engine", choices=engine_choices(), default="auto",
                    help="auto (default): openai when OPENAI_API_KEY is set, else the offline rules")
     p.add_argument("--model", metavar="M", help="model name for the openai engine (env PIPELINE_MODEL)")
     p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
@@ -42,7 +42,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from pipeline.nightly.evaluate import evaluate, render_table
 
     result = evaluate(
-        args.gold, db_path=args.db, engine=args.engine, model=args.model, base_url=args.base_url,
+        args.gold, db=args.db, engine=args.engine, model=args.model, base_url=args.base_url,
         out_dir=args.out, on_event=_progress,
     )
     for warning in result.warnings:

@@ -40,7 +40,7 @@ from pipeline.consolidator.artifact import (
 )
 from pipeline.consolidator.context import BatchContext, EngineResult, EventSink, Recorder, utc_now
 from pipeline.consolidator.contract import Answer
-from pipeline.consolidator.engine import ENGINES, EngineOptions, Prepared, get_engine, resolve_engine
+from pipeline.consolidator.engine import EngineOptions, Prepared, get_engine, resolve_engine
 from pipeline.errors import PipelineError, ToolError, UsageError
 from pipeline.faults import crash_point
 from pipeline.warehouse import db as warehouse
@@ -49,13 +49,11 @@ if TYPE_CHECKING:  # the openai client is imported only when the LLM engine runs
     from openai import OpenAI
 
 __all__ = [
-    "ENGINES",
     "BatchResult",
     "batch_id_for",
     "default_out_dir",
     "new_run_id",
     "parse_session_ids",
-    "resolve_engine",
     "run_batch",
 ]
 

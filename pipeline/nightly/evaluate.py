@@ -41,13 +41,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter, ValidationError
 
 from pipeline.consolidator import tools
-from pipeline.consolidator.batch import BatchResult, resolve_engine, run_batch
+from pipeline.consolidator.batch import BatchResult, run_batch
+from pipeline.consolidator.context import Event, EventSink
 from pipeline.consolidator.contract import Answer, Kind
-from pipeline.consolidator.engine import Event, EventSink
+from pipeline.consolidator.engine import resolve_engine
 from pipeline.consolidator.quotes import quote_in_line
 from pipeline.errors import UsageError
 from pipeline.nightly import planner
-from pipeline.warehouse import db
+from pipeline.warehouse import db as warehouse
 
 __all__ = [
     "OVERLAP_CHARS",
@@ -479,7 +480,7 @@ def _check_gold_against(con: Any, gold: GoldSet, line_text: _Lines) -> list[str]
 def evaluate(
     gold_path: str | Path,
     *,
-    db_path: str | Path | None = None,
+    db: str | Path | None = None,
     engine: str = "auto",
     model: str | None = None,
     base_url: str | None = None,
@@ -494,7 +495,7 @@ def evaluate(
     gold = load_gold(gold_path)
     key = api_key or os.environ.get("OPENAI_API_KEY") or None
     chosen, _why = resolve_engine(engine, api_key=key)
-    with db.reading(db_path) as con:
+    with warehouse.reading(db) as con:
         lines = _Lines(con, gold)
         warnings = _check_gold_against(con, gold, lines)
         entries = tools.list_sessions(con, gold.reviewed)
@@ -515,7 +516,7 @@ def evaluate(
         if on_event is not None:
             on_event(Event("engine", f"batch {b.batch_id}: {len(b.session_ids)} session(s) of {b.slug or '(no project)'}"))
         result = run_batch(
-            b.session_ids, db=db_path, engine=chosen, model=model, base_url=base_url, api_key=key,
+            b.session_ids, db=db, engine=chosen, model=model, base_url=base_url, api_key=key,
             out_dir=folder / b.batch_id, batch_id=b.batch_id, on_event=on_event, client=client,
         )
         results.append(result)
