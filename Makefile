@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test bench eval lint install lock clean-data
+.PHONY: demo test bench eval lint install lock clean-data check-real
 
 install: $(STAMP)
 
@@ -34,6 +34,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -n 2 -q
+
+# The invariants of real transcripts (pipeline check-real): a folder nobody on the project wrote,
+# ingested into a scratch warehouse. Tests never read it; this target does, by default path.
+REAL ?= ../shared/real-transcripts
+check-real: $(STAMP)
+	@test -d "$(REAL)" || { echo "make check-real: no folder of real transcripts at $(REAL); pass one with REAL=DIR" >&2; exit 2; }
+	$(BIN)/pipeline check-real "$(REAL)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline tests data/samples bench

@@ -26,7 +26,7 @@ from pipeline.errors import PipelineError
 # all (pydantic models, the consolidator, the importers) cost more than a whole re-ingest of a
 # few changed files. tests/cli/test_cli.py checks this table against what the modules register.
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "pipeline.cli.warehouse": ("ingest", "sql", "sessions", "search", "read"),
+    "pipeline.cli.warehouse": ("ingest", "sql", "sessions", "search", "read", "check-real"),
     "pipeline.cli.consolidate": ("consolidate", "check-answer"),
     "pipeline.cli.corpus": ("apply", "memories", "tasks"),
     "pipeline.cli.nightly": ("nightly",),

@@ -1,4 +1,4 @@
-"""Warehouse verbs: ingest, sql, sessions, search, read."""
+"""Warehouse verbs: ingest, sql, sessions, search, read, check-real."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from pipeline.consolidator import tools
 from pipeline.display import plain
 from pipeline.errors import UsageError
 from pipeline.warehouse import db
+
+DEFAULT_REAL = "../shared/real-transcripts"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -77,6 +79,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_read)
+
+    p = sub.add_parser(
+        "check-real", help="ingest a folder of real transcripts into a scratch warehouse and check the invariants",
+        description="Ingests every *.jsonl under FOLDER into a scratch warehouse (deleted afterwards, unless --db) "
+        "and prints one line per invariant with its figures: no negative token count, usage equal to an "
+        "independent recount, exit codes parsed wherever recorded, prompts counted alike by sessions and "
+        "messages, every line stored byte for byte, sessions whose model is not recorded. Exit 1 when one fails.",
+    )
+    p.add_argument("folder", nargs="?", default=DEFAULT_REAL, metavar="FOLDER",
+                   help=f"transcripts to check (default {DEFAULT_REAL})")
+    p.add_argument("--db", metavar="FILE", help="keep the warehouse in FILE instead of a scratch file")
+    add_json(p)
+    p.set_defaults(func=cmd_check_real)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -190,3 +205,15 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 
 __all__ = ["register"]
+
+
+def cmd_check_real(args: argparse.Namespace) -> int:
+    from pipeline.warehouse.checks import run_checks
+
+    report = run_checks(args.folder, db=args.db)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        sys.stdout.write(f"{report.files} transcripts under {report.folder}\n")
+        sys.stdout.write("".join(line + "\n" for line in report.lines()))
+    return 0 if report.ok else 1

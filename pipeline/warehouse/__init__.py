@@ -4,7 +4,8 @@ Owns: `db` (opening the file, connections in UTC), `transaction` (`db.atomic()`,
 write in a transaction), `migrations` (the schema as named steps; views rebuilt when they
 change), `ingest` (the only writer of `lines`), `formats` (detecting Claude Code, Codex or plain
 JSONL from content), `prompt_rules` (what counts as a user prompt), `derive` (session statistics
-and `llm_calls` rows from new lines), `views` (messages, tool calls, tool results, usage).
+and `llm_calls` rows from new lines), `views` (messages, tool calls, tool results, usage),
+`checks` (the invariants `pipeline check-real` verifies on a folder of real transcripts).
 
 May import: the cross-cutting top-level modules only.
 """

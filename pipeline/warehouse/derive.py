@@ -9,6 +9,7 @@ counts) lives in `sessions.state`.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,15 +18,13 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from pipeline.warehouse import formats
-from pipeline.warehouse.prompt_rules import CLAUDE_NOT_PROMPT, CODEX_INJECTED
+from pipeline.warehouse import formats, prompt_rules
 
 # Every field any format needs, extracted with a single parse of each line.
 FIELDS: dict[str, str] = {
     "type": "$.type",
     "ts": "$.timestamp",
     "cwd": "$.cwd",
-    "is_meta": "$.isMeta",
     "msg_id": "$.message.id",
     "req_id": "$.requestId",
     "msg_model": "$.message.model",
@@ -34,47 +33,42 @@ FIELDS: dict[str, str] = {
     "u_read": "$.message.usage.cache_read_input_tokens",
     "u_out": "$.message.usage.output_tokens",
     "block0": "$.message.content[0].type",
-    "block0_text": "$.message.content[0].text",
     "p_type": "$.payload.type",
     "p_role": "$.payload.role",
     "p_cwd": "$.payload.cwd",
     "p_model": "$.payload.model",
+    "p_forked": "$.payload.forked_from_id",
+    "p_created": "$.payload.timestamp",
+    "p_started": "$.payload.started_at",
     "t_in": "$.payload.info.total_token_usage.input_tokens",
     "t_cached": "$.payload.info.total_token_usage.cached_input_tokens",
     "t_out": "$.payload.info.total_token_usage.output_tokens",
-    "p_text0": "$.payload.content[0].text",
-    "p_message": "$.payload.message",
+    "t_reason": "$.payload.info.total_token_usage.reasoning_output_tokens",
+    "t_total": "$.payload.info.total_token_usage.total_tokens",
+    "l_in": "$.payload.info.last_token_usage.input_tokens",
+    "l_cached": "$.payload.info.last_token_usage.cached_input_tokens",
+    "l_out": "$.payload.info.last_token_usage.output_tokens",
     "g_ts": "$.ts",
     "g_time": "$.time",
     "g_created": "$.created_at",
     "role": "$.role",
 }
 _PATHS = list(FIELDS.values())
-_TYPE = 1 + list(FIELDS).index("type")
-_BLOCK0 = 1 + list(FIELDS).index("block0")
-
-# Message texts are only ever tested for a prefix (is this injected context, a command's output?).
-# Carrying whole texts out of DuckDB cost more than parsing the JSON itself, so only a head is kept:
-# Claude Code's as written, Codex's after the leading whitespace that its prefix test skips.
-_HEAD_CHARS = 64
-_CLAUDE_HEADS = ("block0_text",)
-_CODEX_HEADS = ("p_text0", "p_message")
 
 
-def _column(i: int, name: str) -> str:
-    if name in _CLAUDE_HEADS:
-        return f"left(f[{i}], {_HEAD_CHARS}) AS {name}"
-    if name in _CODEX_HEADS:
-        return f"left(ltrim(f[{i}], chr(32) || chr(9) || chr(10) || chr(13)), {_HEAD_CHARS}) AS {name}"
-    return f"f[{i}] AS {name}"
+def _f(name: str) -> str:
+    return f"f[{1 + list(FIELDS).index(name)}]"
 
 
-# Column positions are formatted in from the constant FIELDS; every value is a bound parameter.
+# Column positions are formatted in from the constant FIELDS; every value is a bound parameter. The
+# prompt tests are the shared definitions of `prompt_rules`, evaluated only on candidate lines.
 PROJECTION_SQL = f"""
     SELECT session_id, line_no, f IS NOT NULL AS ok,
-           {", ".join(_column(i + 1, name) for i, name in enumerate(FIELDS))},
-           CASE WHEN f[{_TYPE}] = 'user' AND f[{_BLOCK0}] IS NULL
-                THEN left(json_extract_string(text, '$.message.content'), {_HEAD_CHARS}) END AS prompt_head
+           {", ".join(f"{_f(name)} AS {name}" for name in FIELDS)},
+           CASE WHEN {_f("type")} = 'user' AND {_f("block0")} IS DISTINCT FROM 'tool_result' THEN {prompt_rules.claude_prompt("text")} ELSE false END AS claude_prompt,
+           CASE WHEN ({_f("type")} = 'response_item' AND {_f("p_type")} = 'message' AND {_f("p_role")} = 'user')
+                  OR ({_f("type")} = 'message' AND {_f("role")} = 'user')
+                THEN {prompt_rules.codex_prompt("text")} ELSE false END AS codex_prompt
     FROM (SELECT session_id, line_no, text, TRY(json_extract_string(text, $paths)) AS f FROM {{table}})
 """
 
@@ -129,18 +123,22 @@ def fold(con: duckdb.DuckDBPyConnection, proj: pl.DataFrame, targets: dict[str, 
     )
 
     prompts: dict[str, int] = {}
+    problems: list[dict[str, Any]] = []
     calls: list[pl.DataFrame] = []
     for name, part in proj.partition_by("format", as_dict=True).items():
         kind = name[0] if isinstance(name, tuple) else name
         if kind == formats.CLAUDE:
             calls.append(_claude(part, targets, prompts))
         elif kind == formats.CODEX:
-            calls.append(_codex(part, targets, prompts))
+            calls.append(_codex(part, targets, prompts, problems))
         else:
             _generic(part, targets, prompts)
     calls = [c for c in calls if c.height]
     if calls:
         _upsert_calls(con, pl.concat(calls, how="vertical_relaxed"))
+    claude_ids = [sid for sid, t in targets.items() if t.format == formats.CLAUDE]
+    if claude_ids:
+        drop_copied_responses(con, claude_ids)
 
     bad = proj.filter(~pl.col("ok")).select("session_id", "line_no")
     if bad.height:
@@ -150,6 +148,16 @@ def fold(con: duckdb.DuckDBPyConnection, proj: pl.DataFrame, targets: dict[str, 
         _insert(con, "_new_problems", bad.to_arrow(), """
             INSERT INTO ingest_problems (session_id, line_no, kind, detail, path)
             SELECT session_id, line_no, 'not-json', 'line is not valid JSON; stored verbatim', path FROM _new_problems
+        """)
+    if problems:
+        table = pa.Table.from_pylist(
+            [{**p, "path": targets[p["session_id"]].path} for p in problems],
+            schema=pa.schema([("session_id", pa.string()), ("line_no", pa.int64()), ("kind", pa.string()),
+                              ("detail", pa.string()), ("path", pa.string())]),
+        )
+        _insert(con, "_usage_problems", table, """
+            INSERT INTO ingest_problems (session_id, line_no, kind, detail, path)
+            SELECT session_id, line_no, kind, detail, path FROM _usage_problems
         """)
 
     ids = list(targets)
@@ -168,7 +176,12 @@ def fold(con: duckdb.DuckDBPyConnection, proj: pl.DataFrame, targets: dict[str, 
         if s is None:
             continue
         not_json[sid] = int(s["not_json"])
-        n_turns = t.state.get("assistant_lines", 0) if t.format == formats.JSONL else turns.get(sid, 0)
+        if t.format == formats.JSONL:
+            n_turns = t.state.get("assistant_lines", 0)
+        elif t.format == formats.CODEX and not turns.get(sid):
+            n_turns = t.state.get("responses", 0)  # a rollout without token counts (the 2025 format)
+        else:
+            n_turns = turns.get(sid, 0)
         rows.append({
             "session_id": sid, "first_at": s["first_at"], "last_at": s["last_at"], "cwd": s["cwd"],
             "slug": formats.slug_for(s["cwd"]), "prompts": prompts.get(sid, t.state.get("prompts", 0)),
@@ -195,18 +208,10 @@ def fold(con: duckdb.DuckDBPyConnection, proj: pl.DataFrame, targets: dict[str, 
 
 
 def _claude(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int]) -> pl.DataFrame:
-    users = df.filter((pl.col("type") == "user") & (pl.col("is_meta").fill_null("false") != "true"))
-    string_prompt = pl.col("block0").is_null() & pl.col("prompt_head").is_not_null() & (pl.col("prompt_head") != "")
-    for prefix in CLAUDE_NOT_PROMPT:
-        string_prompt = string_prompt & ~pl.col("prompt_head").str.starts_with(prefix)
-    block_prompt = pl.col("block0").is_in(["text", "image"])
-    for prefix in CLAUDE_NOT_PROMPT:
-        block_prompt = block_prompt & ~pl.col("block0_text").fill_null("").str.starts_with(prefix)
-    counted = users.filter(string_prompt | block_prompt).group_by("session_id").len()
-    new_counts = dict(counted.iter_rows())
+    new_counts = dict(df.group_by("session_id").agg(pl.col("claude_prompt").fill_null(False).sum()).iter_rows())
     for sid in df["session_id"].unique().to_list():
         st = targets[sid].state
-        st["prompts"] = st.get("prompts", 0) + new_counts.get(sid, 0)
+        st["prompts"] = st.get("prompts", 0) + int(new_counts.get(sid, 0))
         prompts[sid] = st["prompts"]
 
     responses = df.filter(
@@ -218,8 +223,17 @@ def _claude(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int
     for sid, model in responses.group_by("session_id").agg(pl.col("msg_model").drop_nulls().last()).iter_rows():
         if model:
             targets[sid].state["model"] = model
-    # One response is several lines (one per content block) repeating its usage; the last is final.
-    last = responses.group_by(["session_id", "msg_id", "req_id"], maintain_order=True).agg(pl.all().last())
+    # One response is several lines (one per content block) repeating its usage as it grows; the
+    # line with the largest total is final (the last one on ties). Proxies to other models may
+    # write usage on one block only, or shrink it on a later one: the largest is still the response.
+    total = pl.sum_horizontal(_int(c).fill_null(0) for c in ("u_in", "u_write", "u_read", "u_out"))
+    last = (
+        responses.with_columns(total.alias("u_total"))
+        .sort(["session_id", "msg_id", "req_id", "u_total", "line_no"], nulls_last=False)
+        .group_by(["session_id", "msg_id", "req_id"], maintain_order=True)
+        .agg(pl.all().last())
+        .sort("session_id", "line_no")
+    )
     return last.select(
         pl.format("claude-code:{}:{}:{}", "session_id", "msg_id", pl.col("req_id").fill_null("")).alias("call_id"),
         pl.lit("claude-code").alias("source"),
@@ -233,34 +247,110 @@ def _claude(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int
     )
 
 
-def _codex(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int]) -> pl.DataFrame:
-    def injected(col: str) -> pl.Expr:
-        out = pl.lit(False)
-        for prefix in CODEX_INJECTED:
-            out = out | pl.col(col).fill_null("").str.strip_chars_start().str.starts_with(prefix)
-        return out
+# Codex items a model writes (a response is a run of them) and items that feed the next response.
+_CODEX_OUTPUT_ITEMS = ("reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call")
 
-    # Older Codex versions also log the injected context as user_message events.
-    events = df.filter(
-        (pl.col("type") == "event_msg") & (pl.col("p_type") == "user_message") & ~injected("p_message")
-    ).group_by("session_id").len()
-    items = df.filter(
-        (pl.col("type") == "response_item") & (pl.col("p_type") == "message") & (pl.col("p_role") == "user")
-        & pl.col("p_text0").is_not_null() & ~injected("p_text0")
-    ).group_by("session_id").len()
-    ev, it = dict(events.iter_rows()), dict(items.iter_rows())
+
+def _epoch(value: Any) -> float | None:
+    """Seconds since the epoch of an ISO timestamp (None when it is not one)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _fork_points(df: pl.DataFrame, targets: dict[str, Target]) -> dict[str, int | None]:
+    """Per session, the first line of the rollout's own part (lines before it were copied from the
+    parent rollout it was forked from), or None while that line has not arrived yet.
+
+    A rollout whose first `session_meta` names `forked_from_id` opens with a copy of its parent's
+    history. Its own part starts at the first `task_started` event that began at or after the
+    rollout's creation (`session_meta.payload.timestamp`); a `task_started` without `started_at`
+    (older CLIs) is taken as the start, so such a fork is counted whole.
+    """
+    out: dict[str, int | None] = {}
+    for sid, part in df.partition_by("session_id", as_dict=True).items():
+        key = sid[0] if isinstance(sid, tuple) else sid
+        st = targets[str(key)].state
+        fork = st.get("fork")
+        if fork is None:
+            meta = part.filter(pl.col("type") == "session_meta").sort("line_no").head(1)
+            if meta.height and meta["p_forked"][0]:
+                fork = {"created": _epoch(meta["p_created"][0]), "own_from": None}
+            else:
+                fork = {"created": None, "own_from": 1}
+            st["fork"] = fork
+        if fork["own_from"] is None:
+            created = fork["created"]
+            starts = part.filter(pl.col("p_type") == "task_started").sort("line_no")
+            for line_no, started in starts.select("line_no", "p_started").iter_rows():
+                began = None if started is None else float(started)
+                if began is None or created is None or began >= int(created):
+                    fork["own_from"] = int(line_no)
+                    break
+        if fork["own_from"] is None:
+            st["inherited_lines"] = int(part.get_column("line_no").cast(pl.Int64).max() or 0)  # type: ignore[arg-type]
+        else:
+            st["inherited_lines"] = int(fork["own_from"]) - 1
+        out[str(key)] = fork["own_from"]
+    return out
+
+
+def _codex(
+    df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int], problems: list[dict[str, Any]]
+) -> pl.DataFrame:
+    df = df.sort("session_id", "line_no")
+    own_from = _fork_points(df, targets)
+    own = pl.DataFrame(
+        {"session_id": list(own_from), "own_from": list(own_from.values())},
+        schema={"session_id": pl.String, "own_from": pl.Int64},
+    )
+    df = df.join(own, on="session_id", how="left").with_columns(
+        (pl.col("own_from").is_not_null() & (pl.col("line_no") >= pl.col("own_from"))).alias("own")
+    )
+
+    # Prompts: the user message items the shared rule accepts, in the rollout's own part.
+    new_counts = dict(
+        df.group_by("session_id").agg((pl.col("codex_prompt").fill_null(False) & pl.col("own")).sum()).iter_rows()
+    )
+    # Responses (for rollouts without token counts): runs of items the model wrote.
+    item_type = pl.when(pl.col("type") == "response_item").then(pl.col("p_type")).when(
+        pl.col("p_type").is_null() & pl.col("type").is_in(prompt_rules.CODEX_BARE_ITEMS)
+    ).then(pl.col("type"))
+    item_role = pl.coalesce("p_role", "role")
+    items = df.with_columns(item_type.alias("item"), item_role.alias("item_role")).filter(pl.col("item").is_not_null())
+    items = items.with_columns(
+        (pl.col("item").is_in(_CODEX_OUTPUT_ITEMS) | ((pl.col("item") == "message") & (pl.col("item_role") == "assistant")))
+        .alias("output")
+    )
     seeds = []
     for sid in df["session_id"].unique().to_list():
         st = targets[sid].state
-        st["prompt_events"] = st.get("prompt_events", 0) + ev.get(sid, 0)
-        st["prompt_items"] = st.get("prompt_items", 0) + it.get(sid, 0)
-        # The prompt is logged twice (event and response item); count the events when the log has them.
-        prompts[sid] = st["prompt_events"] or st["prompt_items"]
+        st["prompts"] = st.get("prompts", 0) + int(new_counts.get(sid, 0))
+        prompts[sid] = st["prompts"]
         totals = st.get("totals") or [None, None, None]
-        seeds.append({"session_id": sid, "seed_model": st.get("model"), "s_in": totals[0], "s_cached": totals[1], "s_out": totals[2]})
-    seed = pl.DataFrame(seeds, schema={"session_id": pl.String, "seed_model": pl.String, "s_in": pl.Int64, "s_cached": pl.Int64, "s_out": pl.Int64})
+        seeds.append({
+            "session_id": sid, "seed_model": st.get("model"), "s_in": totals[0], "s_cached": totals[1], "s_out": totals[2],
+            "s_output": bool(st.get("last_output", False)),
+        })
+    seed = pl.DataFrame(seeds, schema={
+        "session_id": pl.String, "seed_model": pl.String, "s_in": pl.Int64, "s_cached": pl.Int64, "s_out": pl.Int64,
+        "s_output": pl.Boolean,
+    })
+    if items.height:
+        runs = items.join(seed, on="session_id", how="left").with_columns(
+            (pl.col("output") & ~pl.col("output").shift(1).over("session_id").fill_null(pl.col("s_output"))).alias("starts")
+        )
+        for sid, started, last_output in runs.group_by("session_id").agg(
+            pl.col("starts").sum(), pl.col("output").last()
+        ).iter_rows():
+            st = targets[sid].state
+            st["responses"] = st.get("responses", 0) + int(started)
+            st["last_output"] = bool(last_output)
 
-    df = df.sort("session_id", "line_no").join(seed, on="session_id", how="left")
+    df = df.join(seed, on="session_id", how="left")
     df = df.with_columns(
         pl.when(pl.col("type") == "turn_context").then(pl.col("p_model")).otherwise(None)
         .forward_fill().over("session_id").fill_null(pl.col("seed_model")).alias("model")
@@ -268,46 +358,119 @@ def _codex(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int]
     for sid, model in df.group_by("session_id").agg(pl.col("model").drop_nulls().last()).iter_rows():
         if model:
             targets[sid].state["model"] = model
+    return _codex_usage(df, targets, problems)
+
+
+def _codex_usage(df: pl.DataFrame, targets: dict[str, Target], problems: list[dict[str, Any]]) -> pl.DataFrame:
+    """One `llm_calls` row per response, from Codex `token_count` events.
+
+    Each event's own `last_token_usage` is the response's usage. An event whose running total
+    (`total_token_usage`) was already seen earlier in the file is not a new response: Codex writes
+    most events twice, and replays earlier totals after leaving review mode. Running totals also
+    restart (after an aborted turn, on entering review), so they are differenced only when an
+    event lacks `last_token_usage`; a difference that would be negative is an `ingest_problems`
+    entry, never a row. Events in the part of a forked rollout copied from its parent are the
+    parent's responses: they are remembered as seen, not counted.
+    """
     counts = df.filter(pl.col("t_in").is_not_null()).select(
-        "session_id", "line_no", "model", "at", "s_in", "s_cached", "s_out",
-        _int("t_in").alias("inp"), _int("t_cached").fill_null(0).alias("cached"), _int("t_out").alias("out"),
+        "session_id", "line_no", "model", "at", "own", "s_in", "s_cached", "s_out",
+        _int("t_in").alias("inp"), _int("t_cached").alias("cached"), _int("t_out").alias("out"),
+        _int("l_in").alias("l_in"), _int("l_cached").alias("l_cached"), _int("l_out").alias("l_out"),
+        pl.concat_str(
+            [pl.col(c).fill_null("") for c in ("t_in", "t_cached", "t_out", "t_reason", "t_total")], separator=","
+        ).alias("key"),
     )
     if counts.is_empty():
         return pl.DataFrame()
+    prior_rows = [(sid, key) for sid in counts["session_id"].unique().to_list() for key in targets[sid].state.get("seen", [])]
+    prior = pl.DataFrame(prior_rows, schema={"session_id": pl.String, "key": pl.String}, orient="row").unique()
+    counts = counts.join(prior.with_columns(pl.lit(True).alias("prior")), on=["session_id", "key"], how="left")
     counts = counts.with_columns(
+        (pl.col("key").is_first_distinct().over("session_id") & pl.col("prior").is_null()).alias("new_total"),
         pl.col("inp").shift(1).over("session_id").fill_null(pl.col("s_in")).alias("p_inp"),
         pl.col("cached").shift(1).over("session_id").fill_null(pl.col("s_cached")).alias("p_cached"),
         pl.col("out").shift(1).over("session_id").fill_null(pl.col("s_out")).alias("p_out"),
     )
-    for sid, inp, cached, out in counts.group_by("session_id").agg(
-        pl.col("inp").last(), pl.col("cached").last(), pl.col("out").last()
+    for sid, inp, cached, out, keys in counts.group_by("session_id").agg(
+        pl.col("inp").last(), pl.col("cached").last(), pl.col("out").last(),
+        pl.col("key").filter(pl.col("new_total")),
     ).iter_rows():
-        targets[sid].state["totals"] = [inp, cached, out]
-    # token_count events often repeat the previous cumulative total: only a change is a response.
-    changed = counts.filter(
-        pl.col("p_inp").is_null()
-        | (pl.col("inp") != pl.col("p_inp")) | (pl.col("cached") != pl.col("p_cached")) | (pl.col("out") != pl.col("p_out"))
+        st = targets[sid].state
+        st["totals"] = [inp, cached, out]
+        st["seen"] = st.get("seen", []) + list(keys)
+    counted = counts.filter(pl.col("new_total") & pl.col("own"))
+    has_last = pl.col("l_in").is_not_null()
+    counted = counted.with_columns(
+        pl.when(has_last).then(pl.col("l_in")).otherwise(pl.col("inp") - pl.col("p_inp").fill_null(0)).alias("prompt_tokens"),
+        pl.when(has_last).then(pl.col("l_cached"))
+        .otherwise(pl.col("cached") - pl.col("p_cached").fill_null(0)).alias("cached_tokens"),
+        pl.when(has_last).then(pl.col("l_out")).otherwise(pl.col("out") - pl.col("p_out").fill_null(0)).alias("completion_tokens"),
     )
-    return changed.select(
+    negative = (pl.col("prompt_tokens") < 0) | (pl.col("cached_tokens") < 0) | (pl.col("completion_tokens") < 0)
+    for sid, line_no, p, c, o, from_last in counted.filter(negative).select(
+        "session_id", "line_no", "prompt_tokens", "cached_tokens", "completion_tokens", has_last
+    ).iter_rows():
+        how = "its last_token_usage" if from_last else "the difference of its running totals"
+        problems.append({
+            "session_id": sid, "line_no": line_no, "kind": "negative-usage",
+            "detail": f"token_count event: {how} gives a negative count (prompt {p}, cached {c}, completion {o}); no llm_calls row",
+        })
+    return counted.filter(~negative).select(
         pl.format("codex:{}:{}", "session_id", "line_no").alias("call_id"),
         pl.lit("codex").alias("source"),
-        "session_id", "at", "model",
-        (pl.col("inp") - pl.col("p_inp").fill_null(0)).alias("prompt_tokens"),
-        (pl.col("cached") - pl.col("p_cached").fill_null(0)).alias("cached_tokens"),
+        "session_id", "at", "model", "prompt_tokens", "cached_tokens",
         pl.lit(None, dtype=pl.Int64).alias("cache_write_tokens"),
-        (pl.col("out") - pl.col("p_out").fill_null(0)).alias("completion_tokens"),
-        "line_no",
+        "completion_tokens", "line_no",
     )
 
 
 def _generic(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int]) -> None:
-    role = pl.coalesce("role", "type")
-    counts = df.group_by("session_id").agg((role == "user").sum().alias("u"), (role == "assistant").sum().alias("a"))
+    counts = df.group_by("session_id").agg(
+        (pl.col("role") == "user").fill_null(False).sum().alias("u"),
+        (pl.coalesce("role", "type") == "assistant").fill_null(False).sum().alias("a"),
+    )
     for sid, u, a in counts.iter_rows():
         st = targets[sid].state
         st["prompts"] = st.get("prompts", 0) + int(u)
         st["assistant_lines"] = st.get("assistant_lines", 0) + int(a)
         prompts[sid] = st["prompts"]
+
+
+def drop_copied_responses(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> None:
+    """Drop the Claude Code responses a subagent file copied from its parent session.
+
+    Some subagents (a side question, a compaction) start from the parent's conversation: their file
+    repeats the parent's lines, responses included, with the same message and request ids. Those
+    responses are the parent's calls, so the subagent keeps only its own. Whichever of the two files
+    is ingested first, a response stays with the parent. `session_ids` are the sessions that just
+    changed; their subagents and their parents are looked at too. The subagents' `turns` follow.
+    """
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _copied AS
+        SELECT c.call_id, c.session_id
+        FROM llm_calls c JOIN sessions s ON s.session_id = c.session_id
+        WHERE c.source = 'claude-code' AND s.parent_session_id IS NOT NULL
+          AND (s.session_id IN (SELECT unnest(?::VARCHAR[])) OR s.parent_session_id IN (SELECT unnest(?::VARCHAR[])))
+          AND EXISTS (
+              SELECT 1 FROM llm_calls p
+              WHERE p.source = 'claude-code' AND p.session_id = s.parent_session_id
+                AND replace(p.call_id, 'claude-code:' || p.session_id || ':', '')
+                    = replace(c.call_id, 'claude-code:' || c.session_id || ':', '')
+          )
+        """,
+        [session_ids, session_ids],
+    )
+    try:
+        if not con.execute("SELECT count(*) FROM _copied").fetchall()[0][0]:
+            return
+        con.execute("DELETE FROM llm_calls WHERE call_id IN (SELECT call_id FROM _copied)")
+        con.execute(
+            "UPDATE sessions SET turns = (SELECT count(*) FROM llm_calls c WHERE c.session_id = sessions.session_id "
+            "AND c.source = 'claude-code') WHERE session_id IN (SELECT DISTINCT session_id FROM _copied)"
+        )
+    finally:
+        con.execute("DROP TABLE IF EXISTS _copied")
 
 
 def _insert(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table, sql: str) -> None:
@@ -327,3 +490,82 @@ def _upsert_calls(con: duckdb.DuckDBPyConnection, rows: pl.DataFrame) -> None:
                completion_tokens, line_no
         FROM _derived_calls
     """)
+
+
+# Bytes of stored lines re-derived at once by `rederive` (a bound on memory, not on correctness).
+REDERIVE_BYTES = 64 * 1024 * 1024
+
+
+def rederive(con: duckdb.DuckDBPyConnection, session_ids: list[str] | None = None) -> int:
+    """Derive every statistic and usage row again from the stored lines, with the current rules.
+
+    For a warehouse ingested by an older version: its formats are sniffed again from the stored
+    first lines (a 2025 Codex rollout stored as plain JSONL becomes `codex`; session ids are kept),
+    then prompts, turns, models, usage rows and the problems derive reports are rebuilt exactly as
+    a fresh ingest of the same lines would build them. Runs inside the caller's transaction.
+    Returns the number of sessions re-derived.
+    """
+    where = "" if session_ids is None else " WHERE session_id IN (SELECT unnest(?::VARCHAR[]))"
+    params: list[Any] = [] if session_ids is None else [session_ids]
+    sessions = con.execute(
+        f"SELECT session_id, format, path, size_bytes, cwd FROM sessions{where} ORDER BY session_id", params
+    ).fetchall()
+    if not sessions:
+        return 0
+    ids = [row[0] for row in sessions]
+    targets: dict[str, Target] = {}
+    for sid, fmt, path, _size, _cwd in sessions:
+        if fmt in (formats.JSONL, formats.CODEX):
+            head = [
+                row[0].encode("utf-8")
+                for row in con.execute(
+                    "SELECT text FROM lines WHERE session_id = ? AND line_no <= ? ORDER BY line_no", [sid, formats.SNIFF_LINES]
+                ).fetchall()
+            ]
+            ident = formats.sniff(head) if head else None
+            if ident is not None and (ident.format != fmt or ident.parent_session_id is not None):
+                fmt = ident.format
+                con.execute(
+                    "UPDATE sessions SET format = ?, parent_session_id = coalesce(?, parent_session_id), "
+                    "slug = CASE WHEN cwd IS NULL AND ? IS NOT NULL THEN ? ELSE slug END, cwd = coalesce(cwd, ?) "
+                    "WHERE session_id = ?",
+                    [fmt, ident.parent_session_id, ident.cwd, formats.slug_for(ident.cwd), ident.cwd, sid],
+                )
+        targets[sid] = Target(sid, fmt, path, {})
+    con.execute(
+        "DELETE FROM llm_calls WHERE source IN ('claude-code', 'codex') AND session_id IN (SELECT unnest(?::VARCHAR[]))", [ids]
+    )
+    con.execute(
+        "DELETE FROM ingest_problems WHERE kind IN ('not-json', 'negative-usage') "
+        "AND session_id IN (SELECT unnest(?::VARCHAR[]))",
+        [ids],
+    )
+    con.execute(
+        "UPDATE sessions SET prompts = 0, turns = 0, model = NULL, state = NULL, first_at = NULL, last_at = NULL "
+        "WHERE session_id IN (SELECT unnest(?::VARCHAR[]))",
+        [ids],
+    )
+    from pipeline.warehouse.db import frame
+
+    group: list[str] = []
+    budget = 0
+    for i, (sid, _fmt, _path, size, _cwd) in enumerate(sessions):
+        group.append(sid)
+        budget += int(size or 0)
+        if budget < REDERIVE_BYTES and i + 1 < len(sessions):
+            continue
+        lines = frame(
+            con,
+            "SELECT session_id, line_no, text FROM lines WHERE session_id IN (SELECT unnest(?::VARCHAR[])) "
+            "ORDER BY session_id, line_no",
+            [group],
+        )
+        if lines.height:
+            con.register("_rederive_lines", lines.to_arrow())
+            try:
+                proj = project(con, "_rederive_lines")
+            finally:
+                con.unregister("_rederive_lines")
+            fold(con, proj, {s: targets[s] for s in group})
+        group, budget = [], 0
+    return len(sessions)

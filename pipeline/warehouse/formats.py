@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.warehouse import prompt_rules
+
 CLAUDE = "claude-code"
 CODEX = "codex"
 JSONL = "jsonl"
@@ -49,6 +51,44 @@ def _records(head_lines: list[bytes]) -> list[dict]:
     return out
 
 
+_ENV_CWD = re.compile(r"<cwd>([^<]+)</cwd>")
+
+
+def _codex_parent(meta: dict[str, Any]) -> str | None:
+    """The rollout a Codex session was forked or spawned from, when its session_meta says."""
+    if isinstance(meta.get("forked_from_id"), str):
+        return str(meta["forked_from_id"])
+    source = meta.get("source")
+    spawn = source.get("subagent") if isinstance(source, dict) else None
+    spawn = spawn.get("thread_spawn") if isinstance(spawn, dict) else None
+    parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
+    return str(parent) if isinstance(parent, str) else None
+
+
+def _is_legacy_codex(records: list[dict]) -> bool:
+    """Codex CLI's 2025 rollout: a `{id, timestamp, instructions}` header, then bare items
+    (`message`, `function_call`, …) and `{"record_type": "state"}` lines, with no `payload` wrapper."""
+    if not records:
+        return False
+    head = records[0]
+    header = "type" not in head and "id" in head and "timestamp" in head and "instructions" in head
+    bare = any(r.get("type") in prompt_rules.CODEX_BARE_ITEMS and "payload" not in r for r in records)
+    state = any(r.get("record_type") == "state" for r in records)
+    return (header and (bare or state)) or (state and bare)
+
+
+def _legacy_cwd(records: list[dict]) -> str | None:
+    """The working directory of a 2025 rollout, from its injected `<environment_context>`."""
+    for rec in records:
+        if rec.get("type") != "message" or not isinstance(rec.get("content"), list):
+            continue
+        for block in rec["content"]:
+            text = block.get("text") if isinstance(block, dict) else None
+            if isinstance(text, str) and "<environment_context>" in text and (m := _ENV_CWD.search(text)):
+                return m.group(1).strip()
+    return None
+
+
 def sniff(head_lines: list[bytes]) -> Identity:
     """Decide the format and identity from the first complete lines of a file."""
     records = _records(head_lines)
@@ -64,7 +104,11 @@ def sniff(head_lines: list[bytes]) -> Identity:
                 None,
             )
             sid = meta.get("id")
-            return Identity(CODEX, str(sid) if sid else None, None, cwd)
+            return Identity(CODEX, str(sid) if sid else None, _codex_parent(meta), cwd)
+    if _is_legacy_codex(records):
+        head = records[0]
+        sid = head.get("id") if "type" not in head else None
+        return Identity(CODEX, str(sid) if isinstance(sid, str) and sid else None, None, _legacy_cwd(records))
     for rec in records:
         kind = rec.get("type")
         if kind in CLAUDE_TYPES and ("sessionId" in rec or "leafUuid" in rec or "messageId" in rec):

@@ -227,6 +227,19 @@ def views_fingerprint() -> str:
     return hashlib.sha256("\n".join(statements).encode("utf-8")).hexdigest()[:16]
 
 
+@step("007_real_logs")
+def _real_logs(con: duckdb.DuckDBPyConnection) -> None:
+    # Rules learnt on real transcripts: tool_results gains exit_code (and is_error covers every
+    # Codex status format), one prompt definition with harness-written lines left out, Codex usage
+    # from last_token_usage, the 2025 Codex format recognised. The views are rebuilt and every
+    # stored session is derived again, so an older warehouse gives the figures a fresh ingest would.
+    from pipeline.warehouse.derive import rederive
+    from pipeline.warehouse.views import create_views
+
+    create_views(con)
+    rederive(con)
+
+
 def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ)"

@@ -8,32 +8,24 @@ from __future__ import annotations
 
 import duckdb
 
-from pipeline.warehouse.prompt_rules import CLAUDE_NOT_PROMPT, CODEX_INJECTED
+from pipeline.warehouse import prompt_rules
+
+# Codex results that record no exit status but are failures: a patch that did not apply, a command
+# the sandbox refused (the status, when the message gives one, is still read into exit_code).
+CODEX_FAILURES = (
+    "apply_patch verification failed",
+    "failed in sandbox",
+    "exec_command failed",
+    "error: Failed to find expected lines",
+    "error: invalid hunk",
+    "error: invalid patch",
+)
 
 
-def _starts_with_any(expr: str, prefixes: tuple[str, ...]) -> str:
-    # The prefixes are the package's own constants, written in as SQL string literals.
-    literals = ", ".join("'" + p.replace("'", "''") + "'" for p in prefixes)
-    return f"list_bool_or([starts_with({expr}, p) FOR p IN [{literals}]])"
+def _literals(values: tuple[str, ...]) -> str:
+    # The package's own constants, written in as SQL string literals.
+    return "[" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + "]"
 
-
-# `is_prompt` marks exactly the lines that `sessions.prompts` counts (pipeline/warehouse/derive.py): what the
-# user typed, not command output, interruptions, meta lines or context the harness injects.
-_CLAUDE_IS_PROMPT = f"""
-    json_extract_string(l.text, '$.type') = 'user'
-    AND coalesce(json_extract_string(l.text, '$.isMeta'), 'false') <> 'true'
-    AND CASE WHEN json_extract_string(l.text, '$.message.content[0].type') IS NULL
-             THEN coalesce(json_extract_string(l.text, '$.message.content'), '') <> ''
-                  AND NOT {_starts_with_any("json_extract_string(l.text, '$.message.content')", CLAUDE_NOT_PROMPT)}
-             ELSE json_extract_string(l.text, '$.message.content[0].type') IN ('text', 'image')
-                  AND NOT {_starts_with_any("coalesce(json_extract_string(l.text, '$.message.content[0].text'), '')", CLAUDE_NOT_PROMPT)}
-        END
-"""
-_CODEX_IS_PROMPT = f"""
-    json_extract_string(l.text, '$.payload.role') = 'user'
-    AND json_extract_string(l.text, '$.payload.content[0].text') IS NOT NULL
-    AND NOT {_starts_with_any("ltrim(json_extract_string(l.text, '$.payload.content[0].text'), chr(32) || chr(9) || chr(10) || chr(13))", CODEX_INJECTED)}
-"""
 
 # Text of a Claude Code message: the string content, or its text blocks joined by newlines.
 _CLAUDE_TEXT = """
@@ -44,38 +36,50 @@ _CLAUDE_TEXT = """
     END
 """
 
+# Codex lines as items: the `payload` of a `response_item`, or a bare item of the 2025 format.
+# `inherited_lines` (kept in `sessions.state` by derive) is how many leading lines a forked rollout
+# copied from its parent: they are the parent's prompts, not this session's.
+_CODEX_ITEMS = f"""
+    SELECT l.session_id, l.line_no, l.text, s.inherited_lines, {prompt_rules.codex_item("l.text")} AS item
+    FROM lines l JOIN (
+        SELECT session_id, coalesce(TRY_CAST(json_extract_string(state, '$.inherited_lines') AS BIGINT), 0) AS inherited_lines
+        FROM sessions WHERE format = 'codex'
+    ) s USING (session_id)
+    WHERE json_valid(l.text)
+"""
+
+# Codex writes an assistant reply twice (a `message` item and an `agent_message` event) and a
+# prompt twice (a `message` item and a `user_message` event): messages holds the item only.
 MESSAGES = f"""
 CREATE OR REPLACE VIEW messages AS
 SELECT l.session_id, l.line_no,
        json_extract_string(l.text, '$.message.role') AS role,
        TRY_CAST(json_extract_string(l.text, '$.timestamp') AS TIMESTAMPTZ) AS "at",
        NULLIF({_CLAUDE_TEXT}, '') AS text,
-       coalesce({_CLAUDE_IS_PROMPT}, false) AS is_prompt
+       {prompt_rules.claude_prompt("l.text")} AS is_prompt
 FROM lines l JOIN sessions s USING (session_id)
 WHERE s.format = 'claude-code' AND json_valid(l.text)
   AND json_extract_string(l.text, '$.type') IN ('user', 'assistant')
   AND json_extract_string(l.text, '$.message.content[0].type') IS DISTINCT FROM 'tool_result'
 UNION ALL
-SELECT l.session_id, l.line_no,
-       json_extract_string(l.text, '$.payload.role') AS role,
-       TRY_CAST(json_extract_string(l.text, '$.timestamp') AS TIMESTAMPTZ) AS "at",
-       array_to_string(list_filter(json_extract_string(l.text, '$.payload.content[*].text'), lambda x: x IS NOT NULL), chr(10)),
-       coalesce({_CODEX_IS_PROMPT}, false)
-FROM lines l JOIN sessions s USING (session_id)
-WHERE s.format = 'codex' AND json_valid(l.text)
-  AND json_extract_string(l.text, '$.type') = 'response_item'
-  AND json_extract_string(l.text, '$.payload.type') = 'message'
+SELECT session_id, line_no,
+       json_extract_string(item, '$.role') AS role,
+       TRY_CAST(json_extract_string(text, '$.timestamp') AS TIMESTAMPTZ) AS "at",
+       NULLIF(array_to_string(list_filter(json_extract_string(item, '$.content[*].text'), lambda x: x IS NOT NULL), chr(10)), ''),
+       line_no > inherited_lines AND {prompt_rules.codex_prompt("text")}
+FROM ({_CODEX_ITEMS}) c
+WHERE json_extract_string(item, '$.type') = 'message'
 UNION ALL
 SELECT l.session_id, l.line_no,
        json_extract_string(l.text, '$.role'),
        TRY_CAST(coalesce(json_extract_string(l.text, '$.timestamp'), json_extract_string(l.text, '$.created_at')) AS TIMESTAMPTZ),
        coalesce(json_extract_string(l.text, '$.content'), json_extract_string(l.text, '$.text')),
-       json_extract_string(l.text, '$.role') = 'user'
+       {prompt_rules.jsonl_prompt("l.text")}
 FROM lines l JOIN sessions s USING (session_id)
 WHERE s.format = 'jsonl' AND json_valid(l.text) AND json_extract_string(l.text, '$.role') IS NOT NULL
 """
 
-TOOL_CALLS = """
+TOOL_CALLS = f"""
 CREATE OR REPLACE VIEW tool_calls AS
 WITH cc AS (
     SELECT l.session_id, l.line_no, unnest(json_extract(l.text, '$.message.content[*]')) AS block
@@ -87,46 +91,67 @@ SELECT session_id, line_no, json_extract_string(block, '$.name') AS name,
        json_extract_string(block, '$.id') AS call_id, json_extract(block, '$.input') AS input
 FROM cc WHERE json_extract_string(block, '$.type') = 'tool_use'
 UNION ALL
-SELECT l.session_id, l.line_no, json_extract_string(l.text, '$.payload.name'),
-       json_extract_string(l.text, '$.payload.call_id'),
-       coalesce(TRY_CAST(json_extract_string(l.text, '$.payload.arguments') AS JSON),
-                json_extract(l.text, '$.payload.input'), json_extract(l.text, '$.payload.action'))
-FROM lines l JOIN sessions s USING (session_id)
-WHERE s.format = 'codex' AND json_valid(l.text) AND json_extract_string(l.text, '$.type') = 'response_item'
-  AND json_extract_string(l.text, '$.payload.type') IN ('function_call', 'custom_tool_call', 'local_shell_call')
+SELECT session_id, line_no, json_extract_string(item, '$.name'),
+       json_extract_string(item, '$.call_id'),
+       coalesce(TRY_CAST(json_extract_string(item, '$.arguments') AS JSON),
+                json_extract(item, '$.input'), json_extract(item, '$.action'))
+FROM ({_CODEX_ITEMS}) c
+WHERE json_extract_string(item, '$.type') IN ('function_call', 'custom_tool_call', 'local_shell_call')
 """
 
-TOOL_RESULTS = """
+# Where each Codex format records a command's exit status: `metadata.exit_code` of a JSON output
+# (older CLIs, apply_patch), an `Exit code: N` or `Process exited with code N` line in the header of
+# a text output (newer CLIs; the header is what precedes the `Output:` line), and the status a
+# sandbox refusal quotes. Claude Code records a Bash failure's status as the `Exit code N` that
+# opens its error text.
+_CODEX_HEADER = "split_part(output, chr(10) || 'Output:' || chr(10), 1)"
+_CODEX_EXIT = f"""coalesce(
+    meta_exit,
+    TRY_CAST(NULLIF(regexp_extract({_CODEX_HEADER}, '(?m)^(?:Exit code:|Process exited with code) (-?[0-9]+)$', 1), '') AS INTEGER),
+    CASE WHEN starts_with(output, 'failed in sandbox') OR starts_with(output, 'exec_command failed')
+         THEN TRY_CAST(NULLIF(regexp_extract(output, 'exit[ _]code:? (-?[0-9]+)', 1), '') AS INTEGER) END
+)"""
+
+TOOL_RESULTS = f"""
 CREATE OR REPLACE VIEW tool_results AS
 WITH cc AS (
     SELECT l.session_id, l.line_no, unnest(json_extract(l.text, '$.message.content[*]')) AS block
     FROM lines l JOIN sessions s USING (session_id)
     WHERE s.format = 'claude-code' AND contains(l.text, '"tool_result"') AND json_valid(l.text)
       AND json_extract_string(l.text, '$.type') = 'user'
+), cc_text AS (
+    SELECT session_id, line_no, json_extract_string(block, '$.tool_use_id') AS call_id,
+           coalesce(TRY_CAST(json_extract_string(block, '$.is_error') AS BOOLEAN), false) AS is_error,
+           CASE json_type(block, '$.content')
+               WHEN 'VARCHAR' THEN json_extract_string(block, '$.content')
+               ELSE array_to_string(list_filter(json_extract_string(block, '$.content[*].text'), lambda x: x IS NOT NULL), chr(10))
+           END AS text
+    FROM cc WHERE json_extract_string(block, '$.type') = 'tool_result'
+), cx AS (
+    SELECT session_id, line_no, json_extract_string(item, '$.call_id') AS call_id,
+           json_extract_string(item, '$.output') AS output
+    FROM ({_CODEX_ITEMS}) c
+    WHERE json_extract_string(item, '$.type') IN ('function_call_output', 'custom_tool_call_output')
+), cx_parsed AS (
+    SELECT *,
+           CASE WHEN json_valid(output) THEN json_extract_string(output, '$.output') END AS inner_output,
+           CASE WHEN json_valid(output) THEN TRY_CAST(json_extract_string(output, '$.metadata.exit_code') AS INTEGER) END AS meta_exit
+    FROM cx
+), cx_status AS (
+    SELECT *, {_CODEX_EXIT} AS exit_code FROM cx_parsed
 )
-SELECT session_id, line_no, json_extract_string(block, '$.tool_use_id') AS call_id,
-       coalesce(TRY_CAST(json_extract_string(block, '$.is_error') AS BOOLEAN), false) AS is_error,
-       CASE json_type(block, '$.content')
-           WHEN 'VARCHAR' THEN json_extract_string(block, '$.content')
-           ELSE array_to_string(list_filter(json_extract_string(block, '$.content[*].text'), lambda x: x IS NOT NULL), chr(10))
-       END AS text
-FROM cc WHERE json_extract_string(block, '$.type') = 'tool_result'
+SELECT session_id, line_no, call_id,
+       is_error,
+       CASE WHEN is_error THEN TRY_CAST(NULLIF(regexp_extract(text, '^Exit code (-?[0-9]+)', 1), '') AS INTEGER) END AS exit_code,
+       text
+FROM cc_text
 UNION ALL
 SELECT session_id, line_no, call_id,
-       CASE WHEN exit_code IS NULL THEN NULL ELSE exit_code <> 0 END AS is_error,
+       coalesce(exit_code <> 0, false)
+           OR list_bool_or([starts_with(coalesce(inner_output, output, ''), p) FOR p IN {_literals(CODEX_FAILURES)}]) AS is_error,
+       exit_code,
        coalesce(inner_output, output) AS text
-FROM (
-    SELECT l.session_id, l.line_no, json_extract_string(l.text, '$.payload.call_id') AS call_id,
-           json_extract_string(l.text, '$.payload.output') AS output,
-           CASE WHEN json_valid(json_extract_string(l.text, '$.payload.output'))
-                THEN json_extract_string(json_extract_string(l.text, '$.payload.output'), '$.output') END AS inner_output,
-           CASE WHEN json_valid(json_extract_string(l.text, '$.payload.output'))
-                THEN TRY_CAST(json_extract_string(json_extract_string(l.text, '$.payload.output'), '$.metadata.exit_code') AS INTEGER)
-           END AS exit_code
-    FROM lines l JOIN sessions s USING (session_id)
-    WHERE s.format = 'codex' AND json_valid(l.text) AND json_extract_string(l.text, '$.type') = 'response_item'
-      AND json_extract_string(l.text, '$.payload.type') IN ('function_call_output', 'custom_tool_call_output')
-)
+FROM cx_status
 """
 
 USAGE = """

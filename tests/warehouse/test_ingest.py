@@ -104,9 +104,14 @@ def codex_line(kind: str, payload: dict, ts: str = "2026-10-02T08:00:00.000Z") -
     return {"timestamp": ts, "type": kind, "payload": payload}
 
 
-def totals(inp: int, cached: int, out: int) -> dict:
+def totals(inp: int, cached: int, out: int, last: tuple[int, int, int] | None = None) -> dict:
+    """A token_count event; without `last`, one from a CLI that logs running totals only."""
     t = {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out, "reasoning_output_tokens": 0, "total_tokens": inp + out}
-    return {"type": "token_count", "info": {"total_token_usage": t, "last_token_usage": t}}
+    info: dict = {"total_token_usage": t}
+    if last is not None:
+        info["last_token_usage"] = {"input_tokens": last[0], "cached_input_tokens": last[1], "output_tokens": last[2],
+                                    "reasoning_output_tokens": 0, "total_tokens": last[0] + last[2]}
+    return {"type": "token_count", "info": info}
 
 
 def test_codex_prompts_turns_and_usage_differences(warehouse, tmp_path: Path) -> None:
