@@ -2466,6 +2466,530 @@ def codex_sessions(c: Corpus, x: Json) -> dict[str, Codex]:
     return {"X1": x1, "X2": x2, "X3": x3}
 
 
+# --------------------------------------------------------------------------- quirks of real logs
+#
+# A sixth project (infra-tools) whose files reproduce what real transcripts do and the stories above
+# never did: Codex running totals that restart (after an aborted turn, on entering review) and replay
+# (after leaving review), a token_count written twice, each exit-status format (JSON metadata,
+# "Exit code: N", "Process exited with code N", a sandbox refusal, apply_patch failures), harness-
+# written user lines in both tools, the 2025 Codex rollout format, a Codex rollout without
+# turn_context, a forked Codex rollout that opens with its parent's history, and a Claude Code
+# subagent file that starts from its parent's conversation. expected.json's `real_log_quirks` says
+# where each one is.
+
+I_CWD = "/home/ana/src/infra-tools"
+CODEX_NEW_MODEL = "gpt-5.4"
+CODEX_SUB_MODEL = "gpt-5.4-mini"
+TURN_ABORTED = (
+    "<turn_aborted>\nThe user stopped the previous turn before it finished. Whatever it was doing may be "
+    "incomplete; ask before picking it up again.\n</turn_aborted>"
+)
+AGENTS_INFRA = "Scripts for the backup host. Shell scripts follow `set -euo pipefail`; test with `bats tests/`."
+
+
+def token_usage(inp: int, cached: int, out: int, reasoning: int) -> Json:
+    return {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out,
+            "reasoning_output_tokens": reasoning, "total_tokens": inp + out}
+
+
+class CodexRollout(Session):
+    """A Codex rollout in the newer wrapped format (CLI 0.9x to 0.12x), or, with `meta=False`, the
+    body of one whose session_meta the caller writes. Usage follows what a reader must count: each
+    response's own `last_token_usage`, once, whatever the running total does."""
+
+    fmt = "codex"
+
+    def __init__(self, corpus: Corpus, key: str, start: datetime, *, cli_version: str, turn_context: bool = True,
+                 forked_from: CodexRollout | None = None) -> None:
+        super().__init__(corpus, key, start)
+        self.cwd = I_CWD
+        self.slug = slugify(I_CWD)
+        self.sid = uuid7(start, "codex", key)
+        self.wid = self.sid
+        self.rel_path = f"codex/sessions/{start:%Y/%m/%d}/rollout-{start:%Y-%m-%dT%H-%M-%S}-{self.sid}.jsonl"
+        self.cli_version = cli_version
+        self.with_turn_context = turn_context
+        self.usage["cache_write_tokens"] = None
+        self.total = token_usage(0, 0, 0, 0)
+        self.seen: list[Json] = []  # every running total written so far
+        self.ctx = 5200
+        self.turn_id: str | None = None
+        meta: Json = {"id": self.sid, "timestamp": self.ts(), "cwd": I_CWD, "originator": "codex-tui",
+                      "cli_version": cli_version}
+        if forked_from is not None:
+            meta["forked_from_id"] = forked_from.sid
+            meta["source"] = {"subagent": {"thread_spawn": {"parent_thread_id": forked_from.sid, "depth": 1,
+                                                            "agent_role": "explorer"}}}
+            self.parent_session_id = forked_from.sid
+        else:
+            meta["source"] = "cli"
+        meta["model_provider"] = "openai"
+        meta["git"] = {"commit_hash": hexid(40, key, "commit"), "branch": "main"}
+        self.record("session_meta", meta)
+
+    def record(self, kind: str, payload: Json) -> int:
+        return self.emit({"timestamp": self.ts(), "type": kind, "payload": payload})
+
+    def item(self, payload: Json) -> int:
+        return self.record("response_item", payload)
+
+    def injected(self) -> list[int]:
+        """The developer permissions note, AGENTS.md and the environment, as the harness writes them."""
+        self.advance(0.001, 0.003)
+        dev = self.item({"type": "message", "role": "developer", "content": [
+            {"type": "input_text", "text": "<permissions instructions>\nThe sandbox allows writes inside the workspace only.\n</permissions instructions>"}]})
+        env = (f"<environment_context>\n  <cwd>{I_CWD}</cwd>\n  <shell>bash</shell>\n  <current_date>{self.clock:%Y-%m-%d}</current_date>\n"
+               "</environment_context>")
+        ctx = self.item({"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": f"# AGENTS.md instructions for {I_CWD}\n\n<INSTRUCTIONS>\n{AGENTS_INFRA}\n</INSTRUCTIONS>"},
+            {"type": "input_text", "text": env}]})
+        return [dev, ctx]
+
+    def start_turn(self, model: str = CODEX_NEW_MODEL) -> int:
+        self.advance(0.002, 0.01)
+        self.turn_id = uuid7(self.clock, "turn", self.next_id("turn"))
+        line = self.record("event_msg", {"type": "task_started", "turn_id": self.turn_id,
+                                         "started_at": int(self.clock.timestamp()), "model_context_window": 258400})
+        if self.with_turn_context:
+            self.record("turn_context", {"turn_id": self.turn_id, "cwd": I_CWD, "approval_policy": "on-request",
+                                         "sandbox_policy": {"type": "workspace-write"}, "model": model, "effort": "medium"})
+        return line
+
+    def prompt(self, text: str, *, wait: tuple[float, float] = (20, 60), model: str = CODEX_NEW_MODEL) -> CStep:
+        self.advance(*wait)
+        self.start_turn(model)
+        item = self.item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+        event = self.record("event_msg", {"type": "user_message", "message": text, "images": []})
+        self.prompts += 1
+        self.ctx += tokens(text)
+        if self.with_turn_context:
+            self.models.append(model)
+        return CStep(item=item, event=event)
+
+    def usage_event(self, visible: str, *, restart: bool = False, write_twice: bool = False) -> int:
+        """One response's token_count. With `restart`, the running total starts over from this
+        response, as Codex's does after an aborted turn or on entering review."""
+        self.advance(0.05, 0.3)
+        inp = self.ctx
+        cached = 0 if restart else (max(0, inp - 900) // 128) * 128
+        out = tokens(visible) + self.rng.randint(20, 160)
+        last = token_usage(inp, cached, out, self.rng.randint(0, out // 2))
+        base = token_usage(0, 0, 0, 0) if restart else self.total
+        self.total = {k: base[k] + last[k] for k in last}
+        self.seen.append(dict(self.total))
+        self.ctx = inp + out
+        self.turns += 1
+        self.usage["prompt_tokens"] += inp
+        self.usage["cached_tokens"] += cached
+        self.usage["completion_tokens"] += out
+        self.usage["calls"] += 1
+        line = self.record("event_msg", {"type": "token_count", "info": {
+            "total_token_usage": dict(self.total), "last_token_usage": last, "model_context_window": 258400}})
+        if write_twice:
+            self.advance(0.01, 0.05)
+            self.record("event_msg", {"type": "token_count", "info": {
+                "total_token_usage": dict(self.total), "last_token_usage": last, "model_context_window": 258400}})
+        return line
+
+    def replay(self, total: Json) -> int:
+        """A token_count that writes an earlier running total again (Codex does on leaving review)."""
+        self.advance(0.01, 0.05)
+        self.total = dict(total)
+        return self.record("event_msg", {"type": "token_count", "info": {
+            "total_token_usage": dict(total), "last_token_usage": token_usage(0, 0, 0, 0), "model_context_window": 258400}})
+
+    def reason(self, summary: str) -> int:
+        self.advance(0.3, 1.5)
+        return self.item({"type": "reasoning", "summary": [{"type": "summary_text", "text": summary}], "content": None,
+                          "encrypted_content": "gAAAAAB" + b62(120, self.next_id("enc"))})
+
+    def call(self, name: str, arguments: Json, output: str, *, custom: bool = False, reasoning: str | None = None,
+             write_twice: bool = False) -> CStep:
+        """A tool call, its token_count, and its output item (`output` as Codex wrote it)."""
+        step = CStep()
+        if reasoning:
+            step.reasoning = self.reason(reasoning)
+        self.advance(0.5, 3)
+        call_id = "call_" + b62(24, self.next_id("call"))
+        if custom:
+            step.call = self.item({"type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": name,
+                                   "input": arguments["input"]})
+        else:
+            step.call = self.item({"type": "function_call", "name": name, "arguments": dumps(arguments), "call_id": call_id})
+        self.usage_event(dumps(arguments), write_twice=write_twice)
+        self.advance(0.3, 4)
+        kind = "custom_tool_call_output" if custom else "function_call_output"
+        step.output = self.item({"type": kind, "call_id": call_id, "output": output})
+        self.ctx += tokens(output)
+        return step
+
+    def say(self, text: str, *, write_twice: bool = True) -> CStep:
+        """An assistant reply: Codex writes it twice, as an agent_message event and a message item."""
+        self.advance(1, 5)
+        step = CStep()
+        step.event = self.record("event_msg", {"type": "agent_message", "message": text})
+        step.item = self.item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]})
+        self.usage_event(text, write_twice=write_twice)
+        return step
+
+    def end_turn(self) -> int:
+        self.advance(0.01, 0.05)
+        return self.record("event_msg", {"type": "task_complete", "turn_id": self.turn_id})
+
+
+def shell_text(status: int, seconds: float, output: str) -> str:
+    """A shell_command result as newer CLIs write it: a header with the status, then the output."""
+    return f"Exit code: {status}\nWall time: {seconds} seconds\nOutput:\n{output}"
+
+
+def exec_text(command: str, chunk: str, seconds: float, output: str, *, status: int | None = None, session: int | None = None) -> str:
+    """An exec_command / write_stdin result: the status, or the id of a process still running."""
+    state = f"Process exited with code {status}" if status is not None else f"Process running with session ID {session}"
+    return (f"Command: /bin/bash -lc {json.dumps(command)}\nChunk ID: {chunk}\nWall time: {seconds} seconds\n{state}\n"
+            f"Original token count: {tokens(output)}\nOutput:\n{output}")
+
+
+def project_infra(c: Corpus, x: Json) -> None:
+    q: Json = {"exit_statuses": [], "harness_user_lines": [], "not_harness_prompts": []}
+
+    def status(sess: Session, line: int, code: int | None, failed: bool, form: str) -> None:
+        q["exit_statuses"].append({"sessionId": sess.wid, "line": line, "exit_code": code, "is_error": failed, "form": form})
+
+    # ---------------------------------------------------------------- Y1: a newer Codex CLI
+    y1 = CodexRollout(c, "Y1", utc(2026, 11, 6, 8, 12, 40, 215), cli_version="0.118.0")
+    y1.injected()
+    y1.prompt("The nightly backup stopped writing to /srv/backups last week. Find out why.", wait=(2, 4))
+    ls = y1.call("shell_command", {"command": "ls -la /srv/backups | tail -n 3", "workdir": I_CWD},
+                shell_text(0, 0.1, "-rw-r----- 1 backup backup 4.1G Oct 29 02:14 host-2026-10-29.tar.zst\n"
+                           "-rw-r----- 1 backup backup 4.1G Oct 30 02:13 host-2026-10-30.tar.zst\n"),
+                reasoning="**Looking at the backup folder**", write_twice=True)
+    status(y1, ls.output or 0, 0, False, "Exit code: N")
+    s = y1.call("shell_command", {"command": "systemctl status backup.timer --no-pager", "workdir": I_CWD},
+                shell_text(3, 0.2, "○ backup.timer - Nightly backup of /srv/data\n     Loaded: loaded (/etc/systemd/system/backup.timer; disabled)\n"
+                           "     Active: inactive (dead)\n"))
+    status(y1, s.output, 3, True, "Exit code: N")
+    y1.error(s.output, "one-off", "Active: inactive (dead)")
+    s = y1.call("exec_command", {"cmd": "journalctl -u backup.service -n 3 --no-pager", "workdir": I_CWD},
+                exec_text("journalctl -u backup.service -n 3 --no-pager", "a41c07", 0.3,
+                          "Oct 30 02:13:55 host systemd[1]: backup.service: Deactivated successfully.\n"
+                          "Oct 31 09:40:02 host systemctl[8812]: Removed timer backup.timer.\n", status=0))
+    status(y1, s.output, 0, False, "Process exited with code N")
+    s = y1.call("exec_command", {"cmd": "rsync -a --dry-run /srv/data/ /srv/backups/staging/", "workdir": I_CWD, "yield_time_ms": 1000},
+                exec_text("rsync -a --dry-run /srv/data/ /srv/backups/staging/", "9be210", 1.0, "", session=4121))
+    status(y1, s.output, None, False, "Process running with session ID")
+    s = y1.call("write_stdin", {"session_id": 4121, "chars": "", "yield_time_ms": 5000},
+                exec_text("rsync -a --dry-run /srv/data/ /srv/backups/staging/", "0d77e3", 5.0,
+                          'rsync: [sender] change_dir "/srv/data/tmp" failed: No such file or directory (2)\n'
+                          "rsync error: some files/attrs were not transferred (code 23) at main.c(1338) [sender=3.2.7]\n", status=23))
+    status(y1, s.output, 23, True, "Process exited with code N")
+    y1.error(s.output, "one-off", "some files/attrs were not transferred (code 23)")
+    patch = ("*** Begin Patch\n*** Update File: backup/backup.sh\n@@\n-EXCLUDES=exclude.txt\n+EXCLUDES=\"$(dirname \"$0\")/exclude.txt\"\n"
+             "*** End Patch\n")
+    s = y1.call("apply_patch", {"input": patch},
+                dumps({"output": "Success. Updated the following files:\nM backup/backup.sh\n", "metadata": {"exit_code": 0, "duration_seconds": 0.0}}),
+                custom=True, reasoning="**Fixing the exclude path**")
+    status(y1, s.output, 0, False, "metadata.exit_code")
+    patch2 = "*** Begin Patch\n*** Update File: backup/exclude.txt\n@@\n-/srv/data/tmp\n+/srv/data/tmp/\n*** End Patch\n"
+    s = y1.call("apply_patch", {"input": patch2},
+                "apply_patch verification failed: Failed to find expected lines in /home/ana/src/infra-tools/backup/exclude.txt:\n/srv/data/tmp",
+                custom=True)
+    status(y1, s.output, None, True, "apply_patch verification failed")
+    y1.error(s.output, "one-off", "apply_patch verification failed")
+    said = y1.say("The timer was disabled on Oct 31 (`systemctl` removed `backup.timer`), so nothing has run since. "
+                  "The script also looked for exclude.txt in the working directory; it now resolves it next to the script.")
+    y1.end_turn()
+    q["doubled_assistant_message"] = {"sessionId": y1.wid, "event_line": said.event, "item_line": said.item}
+
+    # the user runs a command of their own: the harness records it as a user message
+    y1.advance(20, 30)
+    line = y1.item({"type": "message", "role": "user", "content": [{"type": "input_text", "text":
+                    "<user_shell_command>\n<command>\ndf -h /srv\n</command>\n<result>\nExit code: 0\n"
+                    "Filesystem  Size  Used Avail Use% Mounted on\n/dev/sdb1   1.8T  1.6T  201G  89% /srv\n</result>\n</user_shell_command>"}]})
+    q["harness_user_lines"].append({"sessionId": y1.wid, "line": line, "kind": "user_shell_command"})
+
+    # an aborted turn: the model had started, the user stopped it
+    y1.prompt("Also prune snapshots older than 30 days.", wait=(15, 30))
+    y1.reason("**Listing old snapshots**")
+    y1.usage_event("find /srv/backups -mtime +30")
+    y1.advance(3, 6)
+    y1.record("event_msg", {"type": "turn_aborted", "turn_id": y1.turn_id, "reason": "interrupted"})
+    line = y1.item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": TURN_ABORTED}]})
+    q["harness_user_lines"].append({"sessionId": y1.wid, "line": line, "kind": "turn_aborted"})
+
+    # the next prompt: Codex's running total starts over
+    y1.prompt("Keep the snapshots for now. Re-enable the timer instead.", wait=(10, 20))
+    s = y1.call("shell_command", {"command": "systemctl enable --now backup.timer", "workdir": I_CWD},
+                shell_text(0, 0.4, "Created symlink /etc/systemd/system/timers.target.wants/backup.timer → /etc/systemd/system/backup.timer.\n"))
+    restart_line = len(y1.lines) - 1  # the token_count written just before the output
+    status(y1, s.output, 0, False, "Exit code: N")
+    # rewrite that call's usage as a restarted total (its own last_token_usage is unchanged)
+    _restart_last_event(y1, restart_line)
+    y1.say("The timer is enabled again; the next run is tonight at 02:00.")
+    y1.end_turn()
+    before_review = dict(y1.total)
+
+    # /review: the reviewer's totals start from zero, and leaving review replays the earlier total
+    y1.advance(40, 60)
+    y1.start_turn()
+    y1.record("event_msg", {"type": "entered_review_mode", "review_request": {"user_facing_hint": "uncommitted changes"}})
+    y1.ctx = 3100
+    review_first = y1.usage_event("review findings", restart=True)
+    review_second = y1.usage_event("overall: the patch is correct")
+    y1.record("event_msg", {"type": "exited_review_mode", "review_output": {"overall_correctness": "patch is correct"}})
+    line = y1.item({"type": "message", "role": "user", "content": [{"type": "input_text", "text":
+                    "<user_action>\n  <context>The user asked for a review of the uncommitted changes.</context>\n"
+                    "  <action>review</action>\n  <results>\n  No findings.\n  </results>\n</user_action>"}]})
+    q["harness_user_lines"].append({"sessionId": y1.wid, "line": line, "kind": "user_action"})
+    y1.item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "The review found nothing to change."}]})
+    replay_lines = [y1.replay(before_review), y1.replay(before_review)]
+    y1.end_turn()
+    q["codex_totals"] = {
+        "sessionId": y1.wid,
+        "restart_lines": [restart_line, review_first],
+        "replay_lines": replay_lines,
+        "review_lines": [review_first, review_second],
+        "why": "after an aborted turn and on entering review the running total starts over; leaving review "
+               "writes the earlier total again; most events are written twice",
+    }
+    c.add(y1)
+
+    # ---------------------------------------------------------------- Y6: a rollout forked from Y1
+    y6 = CodexRollout(c, "Y6", y1.clock + timedelta(minutes=3), cli_version="0.118.0", forked_from=y1)
+    fork_first = len(y6.lines) + 1
+    # the parent's session_meta and opening, copied and re-stamped at the moment of the fork
+    for raw in y1.lines[: ls.output]:
+        rec = json.loads(raw)
+        rec["timestamp"] = y6.ts()
+        y6.emit(rec)
+        y6.clock += timedelta(milliseconds=1)
+    copied_end = len(y6.lines)
+    y6.total = dict(_last_total(y6.lines))
+    y6.seen = []
+    y6.ctx = 9000
+    y6.advance(0.02, 0.05)
+    own = y6.start_turn(CODEX_SUB_MODEL)
+    y6.item({"type": "message", "role": "user", "content": [{"type": "input_text", "text":
+             "List the paths backup/exclude.txt skips and say which of them still exist."}]})
+    y6.record("event_msg", {"type": "user_message", "message": "List the paths backup/exclude.txt skips and say which of them still exist.", "images": []})
+    y6.prompts += 1
+    y6.models.append(CODEX_SUB_MODEL)
+    y6.record("event_msg", {"type": "token_count", "info": {"total_token_usage": dict(y6.total),
+                                                            "last_token_usage": _last_usage(y6.lines), "model_context_window": 258400}})
+    s = y6.call("shell_command", {"command": "cat backup/exclude.txt", "workdir": I_CWD},
+                shell_text(0, 0.0, "/srv/data/tmp\n/srv/data/cache\n"))
+    status(y6, s.output, 0, False, "Exit code: N")
+    y6.say("Two paths: /srv/data/tmp (gone) and /srv/data/cache (present).", write_twice=False)
+    y6.end_turn()
+    status(y6, fork_first + (ls.output or 1) - 1, 0, False, "Exit code: N (copied from the parent)")
+    q["forked_rollout"] = {"sessionId": y6.wid, "parent": y1.wid, "copied_lines": [fork_first, copied_end],
+                           "own_from": own}
+    c.add(y6)
+
+    # ---------------------------------------------------------------- Y2: an older CLI, no turn_context
+    y2 = CodexRollout(c, "Y2", utc(2026, 11, 7, 14, 3, 11, 602), cli_version="0.34.0", turn_context=False)
+    y2.injected()
+    y2.prompt("Run the bats tests for the rotate script.", wait=(3, 5))
+    s = y2.call("shell", {"command": ["bash", "-lc", "bats tests/rotate.bats"], "workdir": I_CWD},
+                dumps({"output": "1..3\nok 1 keeps the newest snapshot\nok 2 prunes by age\nnot ok 3 refuses an empty target\n",
+                       "metadata": {"exit_code": 1, "duration_seconds": 0.8}}))
+    status(y2, s.output, 1, True, "metadata.exit_code")
+    y2.error(s.output, "one-off", "not ok 3 refuses an empty target")
+    s = y2.call("shell", {"command": ["bash", "-lc", "sudo -n true && bats tests/rotate.bats"], "workdir": I_CWD},
+                "failed in sandbox LinuxSeccomp with execution error: sandbox denied exec error, exit code: 1, stdout: , "
+                "stderr: sudo: a password is required\n")
+    status(y2, s.output, 1, True, "failed in sandbox")
+    y2.error(s.output, "one-off", "sandbox denied exec error")
+    s = y2.call("shell", {"command": ["apply_patch", "*** Begin Patch\n*** Update File: rotate.sh\n@@\n-[ -n \"$1\" ]\n+[ -n \"${1:-}\" ]\n*** End Patch\n"],
+                          "workdir": I_CWD},
+                "error: Failed to find expected lines in /home/ana/src/infra-tools/rotate.sh:\n[ -n \"$1\" ]")
+    status(y2, s.output, None, True, "error: Failed to find expected lines")
+    y2.error(s.output, "one-off", "Failed to find expected lines")
+    s = y2.call("shell", {"command": ["bash", "-lc", "grep -n 'target' rotate.sh"], "workdir": I_CWD},
+                dumps({"output": "4:target=\"$1\"\n", "metadata": {"exit_code": 0, "duration_seconds": 0.0}}))
+    status(y2, s.output, 0, False, "metadata.exit_code")
+    y2.say("Test 3 fails because rotate.sh reads `$1` without a default; with `set -u` an empty call aborts before the check.",
+           write_twice=False)
+    y2.prompt("Leave it, thanks.", wait=(30, 50))
+    y2.say("Leaving rotate.sh as it is.", write_twice=False)
+    q["model_not_recorded"] = [y2.wid]
+    c.add(y2)
+
+    # ---------------------------------------------------------------- Y3: the 2025 rollout format
+    y3 = LegacyRollout(c, "Y3", utc(2025, 9, 18, 7, 30, 5, 91))
+    y3.prompt("Write a README section on restoring one file from a backup.")
+    y3.respond(reasoning="**Reading the restore script**", say="Reading restore.sh first.")
+    s = y3.shell(["bash", "-lc", "sed -n 1,20p restore.sh"], "#!/usr/bin/env bash\nset -euo pipefail\narchive=\"$1\"\nfile=\"$2\"\n", 0)
+    status(y3, s, 0, False, "metadata.exit_code (2025 format)")
+    s = y3.shell(["bash", "-lc", "./restore.sh --help"], "usage: restore.sh ARCHIVE FILE\n", 2)
+    status(y3, s, 2, True, "metadata.exit_code (2025 format)")
+    y3.error(s, "one-off", "usage: restore.sh ARCHIVE FILE")
+    y3.respond(say="Added a 'Restoring one file' section: `./restore.sh host-2026-10-30.tar.zst etc/fstab` writes the file under ./restored/.")
+    y3.prompt("Good.")
+    y3.respond(say="Done.")
+    q["codex_2025_format"] = y3.wid
+    q["model_not_recorded"].append(y3.wid)
+    c.add(y3)
+
+    # ---------------------------------------------------------------- Y4: Claude Code, lines the harness writes
+    y4 = Claude(c, "Y4", I_CWD, utc(2026, 11, 9, 16, 40, 2, 330), version="2.1.86")
+    first = y4.prompt([
+        {"type": "text", "text": "<ide_opened_file>The user opened the file /home/ana/src/infra-tools/backup/backup.sh in the IDE.</ide_opened_file>"},
+        {"type": "text", "text": "Does backup.sh still run under cron's minimal PATH?"},
+    ], wait=(1, 2))
+    q["not_harness_prompts"].append({"sessionId": y4.wid, "line": first, "why": "an IDE note beside a typed text"})
+    step = y4.bash("env -i PATH=/usr/bin:/bin bash backup/backup.sh --check", "backup.sh: line 12: zstd: command not found", exit_code=127,
+                   pre="Running it with cron's PATH.")
+    status(y4, step.result or 0, 127, True, "Claude Code Exit code N")  # bash() lists the failure in tool_errors
+    step = y4.bash("command -v zstd", "/usr/local/bin/zstd")
+    status(y4, step.result or 0, None, False, "Claude Code success (no status)")
+    call = y4.tool("Read", {"file_path": f"{I_CWD}/backup/cron.d"})
+    y4.respond([call], "tool_use")
+    res = y4.result(call, "File does not exist. Note: your current working directory is /home/ana/src/infra-tools.", "Error: File does not exist.",
+                    is_error=True)
+    status(y4, res, None, True, "Claude Code is_error without status")
+    y4.error(res, "one-off", "File does not exist.")
+    y4.reply("zstd lives in /usr/local/bin, which cron's PATH leaves out: set PATH at the top of backup.sh.")
+    # the user runs a shell command in Claude Code's bash mode: what they typed, then its output
+    y4.advance(30, 45)
+    typed = y4.user("<bash-input>ls /usr/local/bin | head -n 3</bash-input>")
+    y4.prompts += 1
+    q["not_harness_prompts"].append({"sessionId": y4.wid, "line": typed, "why": "a shell command the user typed"})
+    y4.advance(0.2, 0.6)
+    out = y4.user("<bash-stdout>restic\nzstd\nzstdcat</bash-stdout><bash-stderr></bash-stderr>")
+    q["harness_user_lines"].append({"sessionId": y4.wid, "line": out, "kind": "bash-stdout"})
+    y4.prompt("Put PATH=/usr/local/bin:/usr/bin:/bin at the top of backup.sh.")
+    y4.edit("backup/backup.sh", "set -euo pipefail", "set -euo pipefail\nPATH=/usr/local/bin:/usr/bin:/bin", at_line=2)
+    y4.bash("bash backup/backup.sh --check", "Command running in background with ID: b7k2m", pre="Checking again in the background.",
+            background=True)
+    y4.advance(20, 30)
+    note = y4.user("<task-notification>\n<task-id>b7k2m</task-id>\n<status>completed</status>\n"
+                   "<summary>Background command \"bash backup/backup.sh --check\" completed (exit code 0)</summary>\n</task-notification>")
+    q["harness_user_lines"].append({"sessionId": y4.wid, "line": note, "kind": "task-notification"})
+    y4.reply("The check passes with the new PATH.")
+    y4.advance(60, 90)
+    summary = y4.user("This session is being continued from an earlier conversation that ran out of context. "
+                      "Summary: backup.sh now sets PATH; the check passes.")
+    y4.lines[summary - 1] = dumps({**json.loads(y4.lines[summary - 1]), "isCompactSummary": True})
+    q["harness_user_lines"].append({"sessionId": y4.wid, "line": summary, "kind": "compact summary"})
+    y4.prompt("Thanks, that's all.")
+    y4.reply("Good.")
+
+    # Y5: a side question, answered by a subagent that starts from Y4's conversation (a copy of its lines)
+    y5 = Claude(c, "Y5", I_CWD, y4.clock, version="2.1.86", parent=y4, nested=True)
+    y5.agent_id = hexid(16, "agent", "Y5")
+    y5.wid = f"agent-{y5.agent_id}"
+    y5.rel_path = f"claude/projects/{y5.slug}/{y4.sid}/subagents/agent-{y5.agent_id}.jsonl"
+    copies = 0
+    for raw in y4.lines[: first + 2]:
+        rec = json.loads(raw)
+        if rec.get("type") not in ("user", "assistant"):
+            continue
+        rec["isSidechain"] = True
+        rec["agentId"] = y5.agent_id
+        y5.emit(rec)
+        if rec["type"] == "assistant":
+            copies += 1
+        elif claude_typed(rec):
+            y5.prompts += 1
+    y5.clock = y4.clock
+    y5.last_uuid = json.loads(y5.lines[-1])["uuid"]
+    y5.ctx = 21000
+    y5.last_call = y5.clock
+    ask = y5.prompt("Is zstd also missing on the restore host?", wait=(5, 8))
+    y5.reply("Nothing here says: the conversation only covers this host.")
+    q["subagent_copies"] = {"sessionId": y5.wid, "parent": y4.wid, "copied_lines": [1, ask - 1],
+                            "own_prompt_line": ask, "copied_response_lines": copies}
+    c.add(y4)
+    c.add(y5)
+    x["real_log_quirks"] = q
+
+
+def claude_typed(rec: Json) -> bool:
+    """Whether a copied Claude Code user line is a prompt by the warehouse's rule (for Y5's count)."""
+    content = rec["message"]["content"]
+    if isinstance(content, str):
+        return not content.startswith(("<bash-stdout>", "<task-notification>", "<local-command-stdout>"))
+    return content[0].get("type") != "tool_result" and any(
+        b.get("type") == "text" and not b["text"].startswith(("<ide_opened_file>", "[Request interrupted")) for b in content)
+
+
+def _last_total(lines: list[str]) -> Json:
+    for raw in reversed(lines):
+        rec = json.loads(raw)
+        info = rec.get("payload", {}).get("info") if rec.get("type") == "event_msg" else None
+        if info:
+            return info["total_token_usage"]
+    return token_usage(0, 0, 0, 0)
+
+
+def _last_usage(lines: list[str]) -> Json:
+    for raw in reversed(lines):
+        rec = json.loads(raw)
+        info = rec.get("payload", {}).get("info") if rec.get("type") == "event_msg" else None
+        if info:
+            return info["last_token_usage"]
+    return token_usage(0, 0, 0, 0)
+
+
+def _restart_last_event(rollout: CodexRollout, line: int) -> None:
+    """Make the token_count at `line` (the latest response) a restarted running total."""
+    rec = json.loads(rollout.lines[line - 1])
+    last = rec["payload"]["info"]["last_token_usage"]
+    rec["payload"]["info"]["total_token_usage"] = dict(last)
+    rollout.lines[line - 1] = dumps(rec)
+    rollout.total = dict(last)
+
+
+class LegacyRollout(Session):
+    """Codex CLI's 2025 rollout format: a header line, then bare items and `record_type: state` lines."""
+
+    fmt = "codex"
+
+    def __init__(self, corpus: Corpus, key: str, start: datetime) -> None:
+        super().__init__(corpus, key, start)
+        self.cwd = I_CWD
+        self.slug = slugify(I_CWD)
+        self.sid = det_uuid("codex-2025", key)
+        self.wid = self.sid
+        self.rel_path = f"codex/sessions/{start:%Y/%m/%d}/rollout-{start:%Y-%m-%dT%H-%M-%S}-{self.sid}.jsonl"
+        self.usage["cache_write_tokens"] = None
+        self.output_run = False
+        self.emit({"id": self.sid, "timestamp": self.ts(), "instructions": AGENTS_INFRA,
+                   "git": {"commit_hash": hexid(40, key, "commit"), "branch": "main"}})
+        self.emit({"record_type": "state"})
+        self.item({"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": f"<user_instructions>\n\n{AGENTS_INFRA}\n\n</user_instructions>"}]})
+        self.item({"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": f"<environment_context>\n  <cwd>{I_CWD}</cwd>\n  <approval_policy>on-request</approval_policy>\n"
+             "  <sandbox_mode>workspace-write</sandbox_mode>\n</environment_context>"}]})
+
+    def item(self, rec: Json) -> int:
+        output = rec["type"] in ("reasoning", "function_call") or (rec["type"] == "message" and rec["role"] == "assistant")
+        if output and not self.output_run:
+            self.turns += 1  # a response: the first of a run of items the model wrote
+        self.output_run = output
+        return self.emit(rec)
+
+    def prompt(self, text: str) -> int:
+        self.emit({"record_type": "state"})
+        self.prompts += 1
+        return self.item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+
+    def respond(self, *, reasoning: str | None = None, say: str | None = None) -> None:
+        if reasoning:
+            self.item({"type": "reasoning", "id": "rs_" + hexid(40, self.next_id("rs")), "summary": [{"type": "summary_text", "text": reasoning}]})
+        if say:
+            self.item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": say}]})
+
+    def shell(self, command: list[str], output: str, code: int) -> int:
+        call_id = "call_" + b62(24, self.next_id("call"))
+        self.item({"type": "function_call", "name": "shell", "arguments": dumps({"command": command, "timeout_ms": 120000}), "call_id": call_id})
+        line = self.item({"type": "function_call_output", "call_id": call_id,
+                          "output": dumps({"output": output, "metadata": {"exit_code": code, "duration_seconds": 0.2}})})
+        self.emit({"record_type": "state"})
+        return line
+
+
 # --------------------------------------------------------------------------- assembling expected.json
 
 PATTERNS = {
@@ -2574,6 +3098,7 @@ def build() -> tuple[dict[str, bytes], Json]:
     project_dashboard(c, x)
     project_ledger(c, x)
     codex_sessions(c, x)
+    project_infra(c, x)
 
     # a file holding only summary lines (session titles pointing at leaves of other sessions)
     summaries = ClaudeAux(c, "A-summaries", A_CWD)
@@ -2649,6 +3174,7 @@ def build() -> tuple[dict[str, bytes], Json]:
         "backwards_timestamps": x["backwards_timestamps"],
         "across_midnight": x["across_midnight"],
         "resumed_later": x["resumed_later"],
+        "real_log_quirks": x["real_log_quirks"],
         "sessions": sorted(c.sessions, key=lambda s: s["path"]),
     }
     self_check(c, expected)

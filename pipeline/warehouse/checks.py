@@ -518,7 +518,7 @@ def _byte_exact(real: RealSet) -> CheckResult:
 @invariant("model not recorded")
 def _null_models(real: RealSet) -> CheckResult:
     rows = real.con.execute(
-        "SELECT session_id, format, turns FROM sessions WHERE model IS NULL AND line_count > 0 ORDER BY session_id"
+        "SELECT session_id, format, turns FROM sessions WHERE model IS NULL AND (turns > 0 OR prompts > 0) ORDER BY session_id"
     ).fetchall()
     by_format: dict[str, int] = {}
     for _sid, fmt, _turns in rows:
@@ -526,7 +526,7 @@ def _null_models(real: RealSet) -> CheckResult:
     detail = ", ".join(f"{n} {fmt}" for fmt, n in sorted(by_format.items())) or "none"
     return CheckResult(
         "model not recorded", None,
-        f"{len(rows)} sessions with model NULL ({detail}): their transcripts name no model (no turn_context, "
+        f"{len(rows)} conversations with model NULL ({detail}): their transcripts name no model (no turn_context, "
         "or the 2025 Codex format), so their calls are not priced",
         {"sessions": len(rows), "byFormat": by_format, "ids": [r[0] for r in rows]},
     )

@@ -1,0 +1,92 @@
+"""`pipeline check-real`: the invariants of real transcripts, run here on the sample corpus (tests never
+read ../shared/), and what the command does when an invariant fails or the folder is missing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import UsageError
+from pipeline.warehouse import checks, db, ingest
+from tests.helpers import EXPECTED, SAMPLES
+
+NAMES = ["no negative count", "usage = recount", "exit codes", "prompts agree", "byte-exact lines",
+         "model not recorded", "formats"]
+
+
+@pytest.fixture(scope="module")
+def report() -> checks.CheckReport:
+    return checks.run_checks(SAMPLES)
+
+
+def test_every_invariant_holds_on_the_samples(report: checks.CheckReport) -> None:
+    assert [r.name for r in report.results] == NAMES
+    assert report.ok, report.lines()
+    assert report.files == len(EXPECTED["sessions"])
+
+
+def test_the_figures_match_the_planted_corpus(report: checks.CheckReport) -> None:
+    by = {r.name: r for r in report.results}
+    calls = sum(s["usage"]["calls"] for s in EXPECTED["sessions"])
+    usage = by["usage = recount"].figures
+    assert usage["codex"]["calls"] + usage["claude-code"]["calls"] == calls
+    assert by["exit codes"].figures["codexErrors"] + by["exit codes"].figures["claudeErrors"] == len(EXPECTED["tool_errors"])
+    assert by["prompts agree"].figures["prompts"] == sum(s["prompts"] for s in EXPECTED["sessions"])
+    assert set(by["model not recorded"].figures["ids"]) == set(EXPECTED["real_log_quirks"]["model_not_recorded"])
+    assert by["formats"].figures["codexLegacy"] == 1
+    assert by["byte-exact lines"].figures["exact"] == sum(s["lines"] for s in EXPECTED["sessions"])
+
+
+def test_each_invariant_prints_one_line_with_its_figures(report: checks.CheckReport) -> None:
+    lines = report.lines()
+    assert len(lines) == len(NAMES)
+    assert lines[0].startswith("ok   no negative count: ") and "0 with a negative count" in lines[0]
+    assert lines[-1].startswith("info formats: ")
+
+
+def test_a_broken_invariant_fails_and_names_where(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    with db.writing(path) as con:
+        ingest.ingest(con, [SAMPLES])
+        sid = EXPECTED["real_log_quirks"]["codex_totals"]["sessionId"]
+        con.execute("UPDATE lines SET text = text || ' ' WHERE session_id = ? AND line_no = 3", [sid])
+        con.execute("UPDATE llm_calls SET completion_tokens = completion_tokens + 1 WHERE session_id = ? AND line_no = "
+                    "(SELECT min(line_no) FROM llm_calls WHERE session_id = ?)", [sid, sid])
+        rows = con.execute("SELECT session_id, path, format FROM sessions").fetchall()
+        real = checks.RealSet(con, SAMPLES, {r[0]: Path(r[1]) for r in rows}, {r[0]: r[2] for r in rows})
+        fns = dict(checks.INVARIANTS)
+        byte_exact = fns["byte-exact lines"](real)
+        usage = fns["usage = recount"](real)
+    assert byte_exact.ok is False and byte_exact.failures == [f"{sid}:3: the stored text differs from the file's bytes"]
+    assert usage.ok is False and usage.failures[0].startswith(f"{sid} (codex): warehouse ")
+
+
+def test_an_added_invariant_gets_its_own_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checks, "INVARIANTS", list(checks.INVARIANTS))
+
+    @checks.invariant("sessions")
+    def _count(real: checks.RealSet) -> checks.CheckResult:
+        return checks.CheckResult("sessions", None, f"{len(real.paths)} sessions")
+
+    out = checks.run_checks(SAMPLES)
+    assert out.results[-1].line() == f"info sessions: {len(EXPECTED['sessions'])} sessions"
+
+
+def test_a_missing_folder_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no folder of real transcripts"):
+        checks.run_checks(tmp_path / "nowhere")
+
+
+def test_the_command_exits_2_on_a_missing_folder_and_prints_json(tmp_path: Path) -> None:
+    missing = subprocess.run([sys.executable, "-m", "pipeline", "check-real", str(tmp_path / "nowhere"), "--json"],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2
+    assert "no folder of real transcripts" in json.loads(missing.stdout)["error"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    none = subprocess.run([sys.executable, "-m", "pipeline", "check-real", str(empty)], capture_output=True, text=True, timeout=120)
+    assert none.returncode == 2 and "holds no *.jsonl transcript" in none.stderr

@@ -1,0 +1,217 @@
+"""Derived usage and prompts on the quirks real logs have: restarting and replayed Codex totals,
+forked rollouts, Claude Code subagents that copy their parent, usage that shrinks within a response,
+and an older warehouse re-derived by its migration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.warehouse import db, derive, ingest
+from tests.helpers import EXPECTED, SAMPLES, write_jsonl
+
+QUIRKS = EXPECTED["real_log_quirks"]
+
+
+def rows(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> list[tuple]:
+    return con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()
+
+
+def expected_session(sid: str) -> dict:
+    return next(s for s in EXPECTED["sessions"] if s["sessionId"] == sid)
+
+
+# --------------------------------------------------------------------------- Codex usage on the samples
+
+
+def test_restarted_and_replayed_totals_give_no_negative_row(wh: Path) -> None:
+    sid = QUIRKS["codex_totals"]["sessionId"]
+    with db.reading(wh) as con:
+        assert rows(con, "SELECT count(*) FROM llm_calls WHERE prompt_tokens < 0 OR cached_tokens < 0 OR completion_tokens < 0") == [(0,)]
+        lines = {r[0] for r in rows(con, "SELECT line_no FROM usage WHERE session_id = ?", [sid])}
+        u = rows(con, "SELECT count(*), sum(prompt_tokens), sum(cached_tokens), sum(completion_tokens) FROM usage "
+                      "WHERE session_id = ?", [sid])[0]
+    # a restarted total is a response like any other; a replayed one is none
+    assert set(QUIRKS["codex_totals"]["restart_lines"]) <= lines
+    assert not set(QUIRKS["codex_totals"]["replay_lines"]) & lines
+    want = expected_session(sid)["usage"]
+    assert u == (want["calls"], want["prompt_tokens"], want["cached_tokens"], want["completion_tokens"])
+
+
+def test_each_call_is_its_own_last_token_usage(wh: Path) -> None:
+    sid = QUIRKS["codex_totals"]["sessionId"]
+    with db.reading(wh) as con:
+        got = rows(con, "SELECT line_no, prompt_tokens, cached_tokens, completion_tokens FROM usage WHERE session_id = ? "
+                        "ORDER BY line_no", [sid])
+        texts = dict(rows(con, "SELECT line_no, text FROM lines WHERE session_id = ?", [sid]))
+    for line_no, p, c, o in got:
+        last = json.loads(texts[line_no])["payload"]["info"]["last_token_usage"]
+        assert (p, c, o) == (last["input_tokens"], last["cached_input_tokens"], last["output_tokens"])
+
+
+def test_forked_rollout_counts_only_its_own_part(wh: Path) -> None:
+    fork = QUIRKS["forked_rollout"]
+    with db.reading(wh) as con:
+        first_own = rows(con, "SELECT min(line_no) FROM usage WHERE session_id = ?", [fork["sessionId"]])[0][0]
+        parent, prompts = rows(con, "SELECT parent_session_id, prompts FROM sessions WHERE session_id = ?", [fork["sessionId"]])[0]
+        copied_prompts = rows(con, "SELECT count(*) FROM messages WHERE session_id = ? AND role = 'user' AND is_prompt "
+                                   "AND line_no <= ?", [fork["sessionId"], fork["copied_lines"][1]])[0][0]
+    assert first_own > fork["own_from"] > fork["copied_lines"][1]
+    assert parent == fork["parent"]
+    assert prompts == expected_session(fork["sessionId"])["prompts"] == 1
+    assert copied_prompts == 0  # the parent's prompt, copied into the fork, is the parent's
+
+
+def codex_event(total: dict, last: dict | None, n: int) -> dict:
+    info: dict = {"total_token_usage": total}
+    if last is not None:
+        info["last_token_usage"] = last
+    return {"timestamp": f"2026-10-02T08:{n // 60:02d}:{n % 60:02d}.000Z", "type": "event_msg",
+            "payload": {"type": "token_count", "info": info}}
+
+
+def usage(i: int, c: int, o: int) -> dict:
+    return {"input_tokens": i, "cached_input_tokens": c, "output_tokens": o, "reasoning_output_tokens": 0, "total_tokens": i + o}
+
+
+# A response stream: each step is a new response (with a fresh or restarted total), a repeat of the
+# previous event, or a replay of an earlier total.
+steps = st.lists(
+    st.tuples(st.sampled_from(["new", "new", "restart", "repeat", "replay"]), st.integers(1, 5000), st.integers(0, 100),
+              st.integers(1, 400)),
+    min_size=1, max_size=25,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=steps, cut=st.integers(0, 30))
+def test_codex_usage_is_the_sum_of_new_responses(tmp_path_factory: pytest.TempPathFactory, steps: list, cut: int) -> None:
+    """Whatever the running totals do, and wherever an ingest stops, usage = Σ last_token_usage of
+    the responses, and no row is negative."""
+    total = usage(0, 0, 0)
+    seen: list[dict] = []
+    events: list[dict] = []
+    want = [0, 0, 0, 0]
+    for kind, inp, share, out in steps:
+        if kind in ("repeat", "replay") and seen:
+            events.append(codex_event(seen[-1] if kind == "repeat" else seen[0], usage(0, 0, 0), len(events)))
+            continue
+        cached = inp * share // 100
+        last = usage(inp, cached, out)
+        base = usage(0, 0, 0) if kind == "restart" else total
+        total = {k: base[k] + last[k] for k in last}
+        if total in seen:
+            continue  # an accidental equal total is a replay by definition; keep the stream unambiguous
+        seen.append(total)
+        events.append(codex_event(total, last, len(events)))
+        want = [want[0] + 1, want[1] + inp, want[2] + cached, want[3] + out]
+    head = [{"timestamp": "2026-10-02T08:00:00.000Z", "type": "session_meta", "payload": {"id": "P1", "cwd": "/x"}},
+            {"timestamp": "2026-10-02T08:00:00.000Z", "type": "turn_context", "payload": {"cwd": "/x", "model": "gpt-5"}}]
+    records = head + events
+    folder = tmp_path_factory.mktemp("prop")
+    f = folder / "rollout.jsonl"
+    write_jsonl(f, records[: min(cut, len(records))])
+    with db.writing(folder / "w.duckdb") as con:
+        ingest.ingest(con, [f])
+        write_jsonl(f, records)  # the file grew: the rest is read from where the last ingest stopped
+        ingest.ingest(con, [f])
+        got = rows(con, "SELECT count(*), coalesce(sum(prompt_tokens), 0), coalesce(sum(cached_tokens), 0), "
+                        "coalesce(sum(completion_tokens), 0), count(*) FILTER (WHERE prompt_tokens < 0 OR cached_tokens < 0 "
+                        "OR completion_tokens < 0) FROM usage")[0]
+    assert list(got[:4]) == want and got[4] == 0
+
+
+def test_a_would_be_negative_difference_is_a_problem_not_a_row(warehouse, tmp_path: Path) -> None:
+    # An old CLI without last_token_usage whose running total restarts: the difference is negative.
+    f = write_jsonl(tmp_path / "r.jsonl", [
+        {"timestamp": "2026-10-02T08:00:00.000Z", "type": "session_meta", "payload": {"id": "N1", "cwd": "/x"}},
+        codex_event(usage(1000, 0, 50), None, 1),
+        codex_event(usage(300, 0, 20), None, 2),
+        codex_event(usage(900, 200, 60), None, 3),
+    ])
+    ingest.ingest(warehouse, [f])
+    assert rows(warehouse, "SELECT line_no, prompt_tokens, cached_tokens, completion_tokens FROM usage ORDER BY line_no") == [
+        (2, 1000, 0, 50), (4, 600, 200, 40)]
+    problems = rows(warehouse, "SELECT line_no, kind, detail FROM ingest_problems")
+    assert [(p[0], p[1]) for p in problems] == [(3, "negative-usage")]
+    assert "prompt -700" in problems[0][2] and problems[0][2].endswith("no llm_calls row")
+
+
+# --------------------------------------------------------------------------- Claude Code usage
+
+
+def claude_line(mid: str, n: int, usage_: dict | None, *, sid: str = "S1", rid: str | None = "r1", **extra: object) -> dict:
+    msg: dict = {"id": mid, "role": "assistant", "model": "glm-5.1", "content": [{"type": "text", "text": f"block {n}"}]}
+    if usage_ is not None:
+        msg["usage"] = usage_
+    rec: dict = {"type": "assistant", "sessionId": sid, "cwd": "/x", "uuid": f"u{n}", "message": msg,
+                 "timestamp": f"2026-10-01T10:00:{n:02d}.000Z", **extra}
+    if rid:
+        rec["requestId"] = rid
+    return rec
+
+
+def test_a_response_is_its_line_with_the_largest_usage(warehouse, tmp_path: Path) -> None:
+    # Proxies to other models write usage on one block only, or a smaller one on a later block.
+    u = lambda i, o: {"input_tokens": i, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "output_tokens": o}  # noqa: E731
+    f = write_jsonl(tmp_path / "p" / "S1.jsonl", [
+        claude_line("m1", 1, None, rid=None), claude_line("m1", 2, u(5000, 90), rid=None), claude_line("m1", 3, u(4800, 0), rid=None),
+        claude_line("m2", 4, u(5100, 10)), claude_line("m2", 5, u(5100, 75)),
+    ])
+    ingest.ingest(warehouse, [f])
+    assert rows(warehouse, "SELECT line_no, prompt_tokens, completion_tokens FROM usage ORDER BY line_no") == [
+        (2, 5000, 90), (5, 5100, 75)]
+
+
+@pytest.mark.parametrize("parent_first", [True, False])
+def test_subagent_copies_of_parent_responses_stay_with_the_parent(tmp_path: Path, parent_first: bool) -> None:
+    y5 = QUIRKS["subagent_copies"]
+    parent_file = SAMPLES / expected_session(y5["parent"])["path"]
+    sub_file = SAMPLES / expected_session(y5["sessionId"])["path"]
+    with db.writing(tmp_path / "w.duckdb") as con:
+        for f in ([parent_file, sub_file] if parent_first else [sub_file, parent_file]):
+            ingest.ingest(con, [f])
+        got = dict(rows(con, "SELECT session_id, count(*) FROM usage GROUP BY 1"))
+        turns = dict(rows(con, "SELECT session_id, turns FROM sessions"))
+    for sid in (y5["parent"], y5["sessionId"]):
+        assert got[sid] == turns[sid] == expected_session(sid)["usage"]["calls"]
+    assert got[y5["sessionId"]] == 1 and y5["copied_response_lines"] >= 1
+
+
+# --------------------------------------------------------------------------- re-deriving an older warehouse
+
+
+def test_migration_rederives_as_a_fresh_ingest_would(samples_copy: Path) -> None:
+    """A warehouse ingested by an older version (its derived rows wrong, a 2025 rollout stored as
+    plain JSONL) gives, after the migration, exactly what a fresh ingest gives."""
+    legacy = QUIRKS["codex_2025_format"]
+    with db.writing(samples_copy) as con:
+        fresh_sessions = rows(con, "SELECT session_id, format, prompts, turns, model, cwd FROM sessions ORDER BY 1")
+        fresh_calls = rows(con, "SELECT * EXCLUDE (\"at\") FROM llm_calls ORDER BY call_id")
+        # what the previous version left: differenced usage, other prompt counts, the 2025 rollout as jsonl
+        con.execute("UPDATE llm_calls SET prompt_tokens = -5 WHERE source = 'codex'")
+        con.execute("UPDATE sessions SET prompts = prompts + 3, state = NULL, model = NULL")
+        con.execute("UPDATE sessions SET format = 'jsonl' WHERE session_id = ?", [legacy])
+        con.execute("DELETE FROM schema_migrations WHERE name = '007_real_logs'")
+    with db.writing(samples_copy) as con:  # opening it read-write applies the step again
+        assert rows(con, "SELECT session_id, format, prompts, turns, model, cwd FROM sessions ORDER BY 1") == fresh_sessions
+        assert rows(con, "SELECT * EXCLUDE (\"at\") FROM llm_calls ORDER BY call_id") == fresh_calls
+
+
+def test_rederive_of_a_subset_leaves_the_rest(samples_copy: Path) -> None:
+    sid = QUIRKS["codex_totals"]["sessionId"]
+    with db.writing(samples_copy) as con:
+        before = rows(con, "SELECT * FROM llm_calls ORDER BY call_id")
+        assert derive.rederive(con, [sid]) == 1
+        assert rows(con, "SELECT * FROM llm_calls ORDER BY call_id") == before
+
+
+def test_samples_folder_is_what_the_tests_read() -> None:
+    # the quirk files are real files of the corpus, not fixtures built elsewhere
+    for key in ("codex_totals", "forked_rollout", "subagent_copies"):
+        assert (SAMPLES / expected_session(QUIRKS[key]["sessionId"])["path"]).is_file()
