@@ -49,8 +49,8 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.calls.prices import PriceBook, PriceTable, by_model, load_prices, price_for
-from pipeline.errors import UsageError
+from pipeline.calls.prices import ModelPrice, PriceBook, database_version, load_prices
+from pipeline.errors import OutcomeError, UsageError
 
 __all__ = [
     "CAUSES",
@@ -128,6 +128,10 @@ class CacheReport(BaseModel):
     agreement: dict[str, Any] | None = None
     simulation: dict[str, Any] | None = None
     notes: list[str] = Field(default_factory=list, description="why a figure is missing or may mislead")
+    left_out: dict[str, int] = Field(
+        default_factory=dict,
+        description="calls not analysed: `undated` (no time) and `no_session` (no session or conversation id)",
+    )
 
 
 # --------------------------------------------------------------------------- loading
@@ -449,38 +453,91 @@ def _bootstrap_totals(values: np.ndarray, replicates: int, seed: int) -> np.ndar
 # --------------------------------------------------------------------------- cost, agreement, cliffs
 
 
+def _price_columns(classified: pl.DataFrame, prices: PriceBook, ttl_seconds: int) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """One price row per (source, model, day) the calls have, and the prices listed by model.
+
+    A call is priced by its own provider and model at the price in force on its (UTC) day; a call
+    without a model, or with one the price database does not know, gets no price (nulls)."""
+    keys = (
+        classified.lazy()
+        .select(pl.col("source").cast(pl.String), pl.col("model").cast(pl.String), pl.col("at").dt.date().alias("day"))
+        .unique()
+        .sort(["model", "day", "source"], nulls_last=True)
+        .collect()
+    )
+    rows: list[dict[str, Any]] = []
+    latest: dict[str, tuple[Any, ModelPrice]] = {}
+    width = 0
+    for source, model, day in keys.iter_rows():
+        price = prices.price(model, source=source, when=day)
+        row: dict[str, Any] = {"source": source, "model": model, "day": day}
+        if price is not None:
+            row.update(p_in=price.input, p_read=price.cache_read, p_write=price.write_price(ttl_seconds))
+            for i, tier in enumerate(price.tiers, 1):
+                t = price.model_copy(update={k: v for k, v in tier.model_dump().items() if k != "above_input_tokens" and v is not None})
+                row.update({f"t{i}_start": tier.above_input_tokens, f"t{i}_in": t.input, f"t{i}_read": t.cache_read,
+                            f"t{i}_write": t.write_price(ttl_seconds)})
+            width = max(width, len(price.tiers))
+            if model is not None and (model not in latest or (day or dt.date.min) >= (latest[model][0] or dt.date.min)):
+                latest[model] = (day, price)
+        rows.append(row)
+    schema: dict[str, Any] = {"source": pl.String, "model": pl.String, "day": pl.Date, "p_in": pl.Float64,
+                              "p_read": pl.Float64, "p_write": pl.Float64}
+    for i in range(1, width + 1):
+        schema.update({f"t{i}_start": pl.Int64, f"t{i}_in": pl.Float64, f"t{i}_read": pl.Float64, f"t{i}_write": pl.Float64})
+    frame = pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema)
+    listed = {m: price.listed() for m, (_day, price) in sorted(latest.items())}
+    return frame, listed
+
+
 def cost_by_cause(
     classified: pl.DataFrame, *, provider: str = "anthropic", ttl_seconds: int = 300, prices: PriceBook | None = None
 ) -> dict[str, Any]:
-    """What each cause cost at the provider's prices (USD).
+    """What each cause cost (USD), every call at its own provider's price for its model on its day.
 
     ``spend_usd``: uncached input at the input price plus written tokens at the write price.
     ``lost_usd`` (misses only): the tokens of the previous prompt that this call did not read back
     (``min(previous prompt, prompt) − cached``), priced as what re-sending them cost (write price
     when the provider reports writes, else input price) minus what reading them would have cost.
+    A price above a prompt-length threshold (long context) applies to the calls above it. Calls
+    whose model has no price are left out of the sums and counted in ``unpriced``; ``provider``
+    is only tried for calls that neither their source nor their model name place.
     """
-    table = (prices or load_prices()).table(provider)
-    models = [m for m in classified.select(pl.col("model").unique()).to_series().to_list()]
-    price_rows = []
-    for model in models:
-        p = price_for(table, model)
-        price_rows.append({"model": model, "p_in": p.input, "p_write": p.write_price(ttl_seconds), "p_read": p.cache_read})
-    price_frame = pl.DataFrame(
-        price_rows, schema={"model": pl.String, "p_in": pl.Float64, "p_write": pl.Float64, "p_read": pl.Float64}
-    ).with_columns(pl.col("model").cast(classified.schema["model"]))
+    book = prices or load_prices(fallback_provider=provider)
+    if book.fallback_provider is None:
+        book.fallback_provider = provider
+    price_frame, listed = _price_columns(classified, book, ttl_seconds)
+    tiers = sum(1 for c in price_frame.columns if c.endswith("_start"))
+    prompt = pl.col("prompt_tokens")
+
+    def tiered(kind: str) -> pl.Expr:
+        expr = pl.col(f"p_{kind}")
+        for i in range(1, tiers + 1):  # a higher threshold, once passed, wins
+            expr = pl.when(pl.col(f"t{i}_start").is_not_null() & (prompt > pl.col(f"t{i}_start"))).then(pl.col(f"t{i}_{kind}")).otherwise(expr)
+        return expr
+
     write = pl.col("cache_write_tokens").fill_null(0)
     cached = pl.col("cached_tokens").fill_null(0)
-    uncached = (pl.col("prompt_tokens") - cached - write).clip(lower_bound=0)
+    uncached = (prompt - cached - write).clip(lower_bound=0)
     resent = pl.when(pl.col("cause").is_in(["hit", "cold_start"])).then(0).otherwise(
         (pl.min_horizontal("prev_prompt", "prompt_tokens") - cached).clip(lower_bound=0).fill_null(0)
     )
-    resend_price = pl.when(pl.col("cache_write_tokens").is_not_null()).then(pl.col("p_write")).otherwise(pl.col("p_in"))
-    per_call = classified.lazy().join(price_frame.lazy(), on="model", how="left", nulls_equal=True).with_columns(
+    keyed = classified.lazy().with_columns(
+        pl.col("source").cast(pl.String).alias("_source"), pl.col("model").cast(pl.String).alias("_model"),
+        pl.col("at").dt.date().alias("_day"),
+    )
+    per_call = keyed.join(
+        price_frame.lazy().rename({"source": "_source", "model": "_model", "day": "_day"}),
+        on=["_source", "_model", "_day"], how="left", nulls_equal=True,
+    ).with_columns(tiered("in").alias("u_in"), tiered("read").alias("u_read"), tiered("write").alias("u_write"))
+    resend_price = pl.when(pl.col("cache_write_tokens").is_not_null()).then(pl.col("u_write")).otherwise(pl.col("u_in"))
+    per_call = per_call.with_columns(
         uncached.alias("uncached"),
         write.alias("written"),
-        ((uncached * pl.col("p_in") + write * pl.col("p_write")) / 1e6).alias("spend"),
+        ((uncached * pl.col("u_in") + write * pl.col("u_write")) / 1e6).alias("spend"),
         resent.alias("resent"),
-        (resent * (resend_price - pl.col("p_read")) / 1e6).alias("lost"),
+        (resent * (resend_price - pl.col("u_read")) / 1e6).alias("lost"),
+        pl.col("u_in").is_null().alias("unpriced"),
     )
     stats = (
         per_call.group_by("cause")
@@ -491,11 +548,17 @@ def cost_by_cause(
             pl.col("spend").sum().alias("spend_usd"),
             pl.col("resent").sum().alias("resent_tokens"),
             pl.col("lost").sum().alias("lost_usd"),
+            pl.col("unpriced").sum().alias("unpriced_calls"),
         )
         .with_columns(pl.col("cause").cast(pl.String))
         .collect()
     )
-    empty = {"calls": 0, "uncached_tokens": 0, "write_tokens": 0, "spend_usd": 0.0, "resent_tokens": 0, "lost_usd": 0.0}
+    unpriced = (
+        per_call.filter(pl.col("unpriced")).group_by("_model").agg(pl.len().alias("n")).sort(["n", "_model"], descending=[True, False])
+        .collect()
+    )
+    empty = {"calls": 0, "uncached_tokens": 0, "write_tokens": 0, "spend_usd": 0.0, "resent_tokens": 0, "lost_usd": 0.0,
+             "unpriced_calls": 0}
     by_cause: dict[str, dict[str, Any]] = {}
     for cause in CAUSES:
         match = stats.filter(pl.col("cause") == cause)
@@ -503,12 +566,17 @@ def cost_by_cause(
         row.pop("cause", None)
         by_cause[cause] = row
     misses = [c for c in CAUSES if c != "hit"]
-    listed = {m: price_for(table, m).model_dump() for m in models if m is not None}
     return {
         "currency": "USD",
-        "provider": provider,
+        "provider": "per call: its source's provider, else its model's",
+        "fallback_provider": book.fallback_provider,
+        "database": f"genai-prices {database_version()}",
         "write_price": "1h" if ttl_seconds > 300 else "5m",
-        "prices": listed or {table.default_model: table.models[table.default_model].model_dump()},
+        "prices": listed,
+        "unpriced": {
+            "calls": int(unpriced["n"].sum()) if unpriced.height else 0,
+            "models": {("(no model)" if m is None else m): int(n) for m, n in unpriced.iter_rows()},
+        },
         "by_cause": by_cause,
         "misses_spend_usd": sum(by_cause[c]["spend_usd"] or 0.0 for c in misses),
         "misses_lost_usd": sum(by_cause[c]["lost_usd"] or 0.0 for c in misses),
@@ -571,15 +639,31 @@ def analyze(
     lf = calls.lazy()
     if config.source is not None:
         lf = lf.filter(pl.col("source") == config.source)
+    # Every figure needs to know when a call happened and which session it continues: a call
+    # without a time, or without a session, is counted and left out rather than guessed at.
+    counts = lf.select(
+        pl.len().alias("all"),
+        pl.col("at").is_null().sum().alias("undated"),
+        (pl.col("at").is_not_null() & pl.col("session_id").is_null()).sum().alias("no_session"),
+    ).collect().row(0, named=True)
+    left_out = {"undated": int(counts["undated"]), "no_session": int(counts["no_session"])}
+    lf = lf.filter(pl.col("at").is_not_null() & pl.col("session_id").is_not_null())
     classified = classify(
         lf, cutover=config.cutover, tz=config.tz, ttl_seconds=config.ttl_seconds, hit_share=config.hit_share
     ).collect()
     if classified.height == 0:
         which = f" from source {config.source!r}" if config.source else ""
+        if counts["all"]:
+            raise OutcomeError(
+                f"none of the {counts['all']:,} llm_calls rows{which} can be analysed: {left_out['undated']:,} have no time "
+                f"and {left_out['no_session']:,} no session id. Import the log again mapping its time and conversation "
+                "columns (pipeline import-calls … --map at=FIELD --map session_id=FIELD)"
+            )
         raise UsageError(f"no llm_calls rows{which} to analyse; check --source, or ingest or simulate some calls first")
     effect, effect_requests = did_effect(
         classified, bootstrap=config.bootstrap, confidence=config.confidence, seed=config.seed
     )
+    cost = cost_by_cause(classified, provider=config.provider, ttl_seconds=config.ttl_seconds, prices=prices)
     report = CacheReport(
         inputs={**(inputs or {}), **config.model_dump(mode="json")},
         calls=classified.height,
@@ -588,9 +672,10 @@ def analyze(
         effect_requests=effect_requests,
         rates=group_rates(classified),
         causes=cause_table(classified),
-        cost=cost_by_cause(classified, provider=config.provider, ttl_seconds=config.ttl_seconds, prices=prices),
+        cost=cost,
         agreement=agreement(classified),
-        notes=_notes(classified, effect, config, (prices or load_prices()).table(config.provider)),
+        notes=_notes(classified, effect, config, cost, left_out),
+        left_out=left_out,
     )
     return report, classified
 
@@ -603,9 +688,21 @@ _CELL_WORDS = {
 }
 
 
-def _notes(classified: pl.DataFrame, effect: Effect, config: AnalysisConfig, table: PriceTable) -> list[str]:
-    """Plain words for what the figures alone do not say: a missing estimate, a guessed price."""
+def _notes(
+    classified: pl.DataFrame, effect: Effect, config: AnalysisConfig, cost: dict[str, Any], left_out: dict[str, int]
+) -> list[str]:
+    """Plain words for what the figures alone do not say: calls left out, a missing estimate, a missing price."""
     notes: list[str] = []
+    if left_out.get("undated"):
+        notes.append(
+            f"{left_out['undated']:,} calls have no time: they are left out of every figure here (classification, "
+            "daily rates, effect, cost), which all depend on when a call happened"
+        )
+    if left_out.get("no_session"):
+        notes.append(
+            f"{left_out['no_session']:,} calls have no session id: they are left out, since without one every call "
+            "would look like the first of its session (a cold start)"
+        )
     periods = dict(classified.group_by("period").len().iter_rows())
     days = classified.select(pl.col("at").dt.convert_time_zone(config.tz).dt.date().alias("d")).get_column("d")
     first, last = days.min(), days.max()
@@ -620,13 +717,12 @@ def _notes(classified: pl.DataFrame, effect: Effect, config: AnalysisConfig, tab
             "no effect estimate: the difference-in-differences needs calls of four kinds, and there is no "
             + " and no ".join(empty) + f" ({span})"
         )
-    per_model = dict(classified.group_by("model").len().iter_rows())
-    guessed = {m: n for m, n in per_model.items() if by_model(table.models, m) is None}
-    if guessed:
-        names = sorted("(no model)" if m is None else str(m) for m in guessed)
+    unpriced = cost["unpriced"]
+    if unpriced["calls"]:
+        names = list(unpriced["models"])
         notes.append(
-            f"{sum(guessed.values()):,} calls use models the {config.provider} price table does not list "
-            f"({', '.join(names[:5])}{', …' if len(names) > 5 else ''}); they are priced as {table.default_model}. "
-            "Pass --provider for their provider, or --prices FILE"
+            f"{unpriced['calls']:,} calls have no price: the price database ({cost['database']}) does not know "
+            f"{', '.join(names[:5])}{', …' if len(names) > 5 else ''}, and no model is priced as another. Their cost "
+            "is left out of the spend figures; add their prices with --prices FILE"
         )
     return notes

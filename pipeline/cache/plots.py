@@ -91,7 +91,7 @@ def lost_by_cause(report: CacheReport, path: str | Path) -> Path:
     ax.bar_label(bars, labels=[f"${v:,.2f}" for v in lost], fontsize=8, padding=2)
     ax.set_yticks(y, causes)
     ax.invert_yaxis()
-    ax.set_xlabel(f"{report.cost['currency']} at {report.cost['provider']} prices")
+    ax.set_xlabel(f"{report.cost['currency']}, each call at its provider's list price for its model")
     ax.set_title("Spend lost per miss cause")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)

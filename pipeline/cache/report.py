@@ -108,7 +108,8 @@ def run_report(inputs: ReportInputs) -> tuple[CacheReport, pl.DataFrame]:
     simulation summary when the calls file carries one."""
     frame = load_calls(db=inputs.db, calls=inputs.calls, source=inputs.config.source)
     where = {"calls": inputs.calls} if inputs.calls else {"db": str(inputs.db) if inputs.db else "default warehouse"}
-    report, classified = analyze(frame, inputs.config, prices=load_prices(inputs.prices), inputs=where)
+    prices = load_prices(inputs.prices, fallback_provider=inputs.config.provider)
+    report, classified = analyze(frame, inputs.config, prices=prices, inputs=where)
     simulation = inputs.simulation or (read_summary(inputs.calls) if inputs.calls else None)
     if simulation is not None:
         report.simulation = simulation.model_dump(mode="json")
@@ -159,9 +160,11 @@ def render_table(report: CacheReport) -> str:
     lines: list[str] = []
     e = report.effect
     cfg = report.inputs
+    left = sum(report.left_out.values())
     lines.append(
-        f"{report.calls:,} calls in {report.sessions:,} sessions · cutover {cfg['cutover']} · tz {cfg['tz']}"
-        f" · TTL {cfg['ttl_seconds']} s · provider {cfg['provider']}"
+        f"{report.calls:,} calls in {report.sessions:,} sessions"
+        + (f" ({left:,} more left out: no time or no session)" if left else "")
+        + f" · cutover {cfg['cutover']} · tz {cfg['tz']} · TTL {cfg['ttl_seconds']} s"
     )
     lines.append("")
     lines.append(
@@ -190,6 +193,16 @@ def render_table(report: CacheReport) -> str:
             f"{cause:<16}{c['calls']:>10,}{_pct(c['share_of_calls']):>10}"
             f"{cost['spend_usd'] or 0:>14,.2f}{cost['lost_usd'] or 0:>14,.2f}"
         )
+    prices = report.cost.get("prices") or {}
+    if prices:
+        lines.append("")
+        lines.append(f"{'prices (USD / M tokens)':<34}{'input':>9}{'cache read':>12}{'cache write':>13}{'output':>9}  provider")
+        for model, p in prices.items():
+            write = p.get("cache_write_5m")
+            lines.append(
+                f"{model[:33]:<34}{p['input']:>9.3f}{p['cache_read']:>12.3f}{'—' if write is None else f'{write:.3f}':>13}"
+                f"{p['output']:>9.3f}  {p.get('provider') or p.get('source')}"
+            )
     if report.agreement:
         lines.append("")
         lines.append(f"classification agrees with true_cause on {_pct(report.agreement['rate'])} of {report.agreement['calls']:,} calls")

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from pydantic.alias_generators import to_camel
 
 from pipeline.calls import conventions, files
-from pipeline.calls.conventions import FORMATS, MAPPABLE, TOKEN_COLUMNS, Format
+from pipeline.calls.conventions import CONTEXT_DEFAULTS, FORMATS, MAPPABLE, TOKEN_COLUMNS, Format
 from pipeline.errors import UsageError
 from pipeline.warehouse import db
 
@@ -90,6 +90,7 @@ class ImportReport(_Model):
     already_present: int | None = None
     totals: Totals = Totals()
     problems: list[Problem] = []
+    warnings: list[str] = []   # columns the calls lack, and what that means for the analysis
 
     def summary(self) -> str:
         text = f"{self.file} as {self.format} ({self.read_as}) → {self.source}: {_n(self.rows, 'row')}"
@@ -203,7 +204,44 @@ def read_calls(
     frame = pl.DataFrame(list(good.values()), schema=SCHEMA) if good else pl.DataFrame(schema=SCHEMA)
     report.calls = frame.height
     report.totals = _totals(frame)
+    report.warnings = missing_columns(frame, mapping)
     return CallBatch(frame, report)
+
+
+def _fields(column: str, mapping: dict[str, str]) -> str:
+    if column in mapping:
+        return f"value in {mapping[column]!r}, the field --map {column}={mapping[column]} names"
+    return "field " + " / ".join(repr(f) for f in CONTEXT_DEFAULTS[column])
+
+
+def missing_columns(frame: pl.DataFrame, mapping: dict[str, str] | None = None) -> list[str]:
+    """Warnings for calls that lack a time, a session or a model, and what each gap costs the analysis."""
+    mapping = mapping or {}
+    total = frame.height
+    if not total:
+        return []
+    out: list[str] = []
+    undated = frame["at"].null_count()
+    if undated:
+        out.append(
+            f"{undated:,} of {total:,} calls have no time (no {_fields('at', mapping)}): cache-report leaves them out of "
+            "every time-based figure (miss causes, TTL expiry, daily rates, the effect of anchoring) and says how many. "
+            "Map the time with --map at=FIELD"
+        )
+    sessionless = frame["session_id"].null_count()
+    if sessionless:
+        out.append(
+            f"{sessionless:,} of {total:,} calls have no conversation id (no {_fields('session_id', mapping)}): without one "
+            "no call can be told to continue an earlier one, so cache-report leaves them out rather than count each as a "
+            "cold start. Map the conversation with --map session_id=FIELD"
+        )
+    no_model = frame["model"].null_count()
+    if no_model:
+        out.append(
+            f"{no_model:,} of {total:,} calls name no model (no {_fields('model', mapping)}): they cannot be priced, "
+            "so their cost is left out of cache-report's spend figures. Map it with --map model=FIELD"
+        )
+    return out
 
 
 def store_calls(con: duckdb.DuckDBPyConnection, batch: CallBatch) -> ImportReport:

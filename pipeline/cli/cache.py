@@ -56,8 +56,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--source", metavar="S", help="only calls of this source (default: all)")
     p.add_argument("--tz", default="UTC", metavar="ZONE", help="time zone for calendar days (default UTC)")
     p.add_argument("--ttl", type=positive_int, default=300, metavar="SECONDS", help="cache TTL (default 300)")
-    p.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic", help="prices to use")
-    p.add_argument("--prices", metavar="FILE", help="JSON price book instead of the built-in example prices")
+    p.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic",
+                   help="provider for calls that neither their source nor their model name place (default anthropic); "
+                   "every other call is priced by its own provider")
+    p.add_argument("--prices", metavar="FILE",
+                   help='JSON {"models": {"NAME": {"input", "cache_read", "output", ["cache_write_5m", "cache_write_1h"]}}} '
+                   "(USD per million tokens): adds or overrides entries of the price database")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="bootstrap seed (default 0)")
     add_json(p)

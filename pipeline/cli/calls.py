@@ -52,6 +52,8 @@ def cmd_import_calls(args: argparse.Namespace) -> int:
     with db.writing(args.db) as con:
         report = store_calls(con, batch)
     _print_problems(report)
+    for warning in report.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
     if args.json:
         print_json(report.to_json())
     sys.stderr.write(f"imported {report.summary()}\n")

@@ -25,17 +25,13 @@ NOTEBOOK = config.NOTEBOOKS / "night_report.ipynb"
 
 
 def _cost(model: str | None, prompt: int | None, cached: int | None, completion: int | None) -> float | None:
+    """What a batch's consolidator calls cost at its model's price today (None for a model without one)."""
     if not prompt and not completion:
         return 0.0
-    from pipeline.calls.prices import DEFAULT_PRICES, price_for
+    from pipeline.calls.prices import call_cost, load_prices
 
-    try:
-        price = price_for(DEFAULT_PRICES.table("openai"), model)
-    except Exception:  # an unknown model has no listed price: say so with a NULL, not a guess
-        return None
-    cached = cached or 0
-    return ((max(0, (prompt or 0) - cached)) * price.input + cached * price.cache_read
-            + (completion or 0) * price.output) / 1e6
+    price = load_prices().price(model, source="consolidator")
+    return call_cost(price, prompt, cached, 0, completion)
 
 
 def tables(db: str | Path, run_id: str, run_dir: str | Path) -> dict[str, Any]:

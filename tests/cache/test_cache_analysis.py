@@ -24,6 +24,7 @@ from pipeline.cache.analysis import (
     daily_rates,
     load_calls,
 )
+from pipeline.cache.report import render_table
 from pipeline.cache.workload import CALLS_SCHEMA, WorkloadConfig, simulate, write_calls
 from pipeline.cli.main import main
 from pipeline.warehouse import db
@@ -188,14 +189,29 @@ def test_notes_say_why_there_is_no_estimate_and_which_prices_were_guessed() -> N
     report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 12, 31), bootstrap=50))
     assert report.notes == ["no calls after the cutover 2026-12-31: the calls run from 2026-10-12 to 2026-10-17 (UTC), "
                             "so there is nothing to compare"]
-    rows = [{"s": "a", "t": 0, "p": 10_000, "c": 0}, {"s": "a", "t": 60, "p": 11_000, "c": 10_000, "model": "gpt-5-codex"},
+    rows = [{"s": "a", "t": 0, "p": 10_000, "c": 0}, {"s": "a", "t": 60, "p": 11_000, "c": 10_000, "model": "house-model-7"},
             {"s": "a", "t": 3 * 86400, "p": 11_000, "c": 10_000}, {"s": "a", "t": 3 * 86400 + 60, "p": 12_000, "c": 11_000}]
     report, _ = analyze(_calls(rows), AnalysisConfig(cutover=dt.date(2026, 10, 14), bootstrap=50))
     assert report.effect.estimate is None
     assert report.notes[0].startswith("no effect estimate") and "no first call after midnight before the cutover" in report.notes[0]
-    assert report.notes[1].startswith("1 calls use models the anthropic price table does not list (gpt-5-codex)")
-    report, _ = analyze(_calls(rows), AnalysisConfig(cutover=dt.date(2026, 10, 14), bootstrap=50, provider="openai"))
-    assert report.notes[1].startswith("3 calls use models the openai price table does not list (claude-sonnet-4-5)")
+    assert report.notes[1].startswith("1 calls have no price: the price database (genai-prices ")
+    assert "does not know house-model-7, and no model is priced as another" in report.notes[1]
+    assert report.cost["unpriced"] == {"calls": 1, "models": {"house-model-7": 1}}
+
+
+def test_calls_without_time_or_session_are_left_out_and_counted() -> None:
+    rows = [{"s": "a", "t": 0, "p": 10_000, "c": 0}, {"s": "a", "t": 60, "p": 11_000, "c": 10_000},
+            {"s": "b", "t": 90, "p": 9_000, "c": 0}, {"s": "c", "t": 120, "p": 9_000, "c": 0}, {"s": "d", "t": 150, "p": 9_000, "c": 0}]
+    frame = _calls(rows).with_columns(
+        pl.when(pl.col("session_id") == "b").then(None).otherwise(pl.col("at")).alias("at"),
+        pl.when(pl.col("session_id").is_in(["c", "d"])).then(None).otherwise(pl.col("session_id")).alias("session_id"),
+    )
+    report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 10, 13), bootstrap=20))
+    assert (report.calls, report.sessions, report.left_out) == (2, 1, {"undated": 1, "no_session": 2})
+    assert report.causes["cold_start"]["calls"] == 1  # session a's first call only
+    assert report.notes[0].startswith("1 calls have no time: they are left out of every figure here")
+    assert report.notes[1].startswith("2 calls have no session id: they are left out")
+    assert "(3 more left out: no time or no session)" in render_table(report).splitlines()[0]
 
 
 def test_bootstrap_resamples_whole_sessions() -> None:
@@ -206,20 +222,49 @@ def test_bootstrap_resamples_whole_sessions() -> None:
     assert report.effect.sessions == 3
 
 
-def test_cost_by_cause_at_example_prices() -> None:
+def test_cost_by_cause_at_list_prices() -> None:
     rows = [
-        {"s": "a", "t": 0, "p": 1_000_000, "c": 0, "w": 1_000_000},
-        {"s": "a", "t": 1000, "p": 1_000_000, "c": 0, "w": 1_000_000},  # TTL expired: all re-sent
+        {"s": "a", "t": 0, "p": 100_000, "c": 0, "w": 100_000},
+        {"s": "a", "t": 1000, "p": 100_000, "c": 0, "w": 100_000},  # TTL expired: all re-sent
     ]
     frame = classify(_calls(rows)).collect()
     cost = cost_by_cause(frame)
-    # Sonnet 4.5 example prices: write $3.75 / MTok, read $0.30 / MTok.
-    assert cost["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(3.75)
+    # Claude Sonnet 4.5 list prices: write $3.75 / MTok (1 hour: $6), read $0.30 / MTok.
+    assert cost["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(0.375)
     assert cost["by_cause"]["cold_start"]["lost_usd"] == 0
-    assert cost["by_cause"]["ttl_expiry"]["lost_usd"] == pytest.approx(3.75 - 0.30)
-    assert cost["misses_lost_usd"] == pytest.approx(3.45)
+    assert cost["by_cause"]["ttl_expiry"]["lost_usd"] == pytest.approx(0.1 * (3.75 - 0.30))
+    assert cost["misses_lost_usd"] == pytest.approx(0.345)
     one_hour = cost_by_cause(frame, ttl_seconds=3600)
-    assert one_hour["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(6.0)
+    assert one_hour["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(0.6)
+    assert cost["prices"]["claude-sonnet-4-5"] | {"tiers": None} == {
+        "input": 3.0, "cache_read": 0.3, "output": 15.0, "cache_write_5m": 3.75, "cache_write_1h": 6.0, "tiers": None,
+        "provider": "anthropic", "model": "claude-sonnet-4-5", "source": "genai-prices"}
+
+
+def test_a_long_prompt_pays_the_long_context_price() -> None:
+    # Above 200,000 prompt tokens Sonnet 4.5 costs twice as much per token (write $7.50 / MTok).
+    frame = classify(_calls([{"s": "a", "t": 0, "p": 1_000_000, "c": 0, "w": 1_000_000}])).collect()
+    assert cost_by_cause(frame)["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(7.5)
+    assert cost_by_cause(frame)["prices"]["claude-sonnet-4-5"]["tiers"][0]["above_input_tokens"] == 200_000
+
+
+def test_each_call_is_priced_by_its_own_provider_and_model() -> None:
+    rows = [
+        {"s": "cc", "t": 0, "p": 100_000, "c": 0, "w": 100_000, "source": "claude-code", "model": "claude-opus-4-1-20250805"},
+        {"s": "cx", "t": 0, "p": 100_000, "c": 0, "w": None, "source": "codex", "model": "gpt-5.4"},
+        {"s": "gl", "t": 0, "p": 100_000, "c": 0, "w": None, "source": "claude-code", "model": "glm-5.1"},
+        {"s": "un", "t": 0, "p": 100_000, "c": 0, "w": None, "source": "codex", "model": None},
+    ]
+    cost = cost_by_cause(classify(_calls(rows)).collect())
+    prices = cost["prices"]
+    assert (prices["claude-opus-4-1-20250805"]["provider"], prices["claude-opus-4-1-20250805"]["input"]) == ("anthropic", 15.0)
+    # OpenAI charges nothing for writing its cache: no write price is listed, and none is charged
+    assert prices["gpt-5.4"]["provider"] == "openai" and "cache_write_5m" not in prices["gpt-5.4"]
+    assert prices["glm-5.1"]["provider"] == "zhipuai"  # a Claude Code session driving another vendor's model
+    # cold starts: 100k written at Opus 4.1's $18.75 + 100k input at GPT-5.4's $2.50 + 100k at GLM-5.1's input price
+    want = 0.1 * 18.75 + 0.1 * 2.5 + 0.1 * prices["glm-5.1"]["input"]
+    assert cost["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(want)
+    assert cost["unpriced"] == {"calls": 1, "models": {"(no model)": 1}}
 
 
 def test_cliffs_and_daily_rates() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import math
 from typing import Any
 
@@ -23,7 +25,7 @@ from pipeline.cache.simulator import (
     make_cache,
     provider_rules,
 )
-from pipeline.calls.prices import DEFAULT_PRICES, ModelPrice, load_prices, price_for
+from pipeline.calls.prices import call_cost, load_prices
 
 SECTIONS = PromptSections(
     persona="## Persona\n\n" + "careful agent " * 300,
@@ -69,30 +71,69 @@ def test_token_estimate_is_monotone_and_subadditive_within_rounding(a: str, b: s
     assert estimate_tokens(a + b) <= estimate_tokens(a) + estimate_tokens(b) + 1
 
 
-def test_anthropic_price_multipliers_and_lookup() -> None:
-    table = DEFAULT_PRICES.table("anthropic")
-    p = price_for(table, "claude-sonnet-4-5-20250929")  # dated snapshot → its family
-    assert p == table.models["claude-sonnet-4-5"]
+def test_anthropic_prices_keep_their_cache_multipliers() -> None:
+    book = load_prices()
+    p = book.price("claude-sonnet-4-5-20250929", source="claude-code", when=dt.date(2026, 10, 1))  # dated snapshot → its family
+    assert p is not None and p.model == "claude-sonnet-4-5" and p.provider == "anthropic"
+    assert p.cache_write_5m is not None and p.cache_write_1h is not None
     assert math.isclose(p.cache_write_5m, 1.25 * p.input) and math.isclose(p.cache_write_1h, 2 * p.input)
     assert math.isclose(p.cache_read, 0.1 * p.input)
     assert p.write_price(300) == p.cache_write_5m and p.write_price(3600) == p.cache_write_1h
-    assert price_for(table, "unknown-model") == table.models[table.default_model]
-    assert price_for(table, None) == table.models[table.default_model]
-    openai = price_for(DEFAULT_PRICES.table("openai"), "gpt-5")
-    assert openai.cache_write_5m == openai.input  # OpenAI charges no write premium
+    assert book.price("unknown-model", source="claude-code") is None  # never priced as another model
+    assert book.price(None) is None
+    gpt = book.price("gpt-5", source="codex")
+    assert gpt is not None and gpt.cache_write_5m is None and gpt.write_price(300) == gpt.input  # OpenAI: no write premium
 
 
 def test_prices_are_configurable(tmp_path) -> None:
-    book = {"providers": {"anthropic": {"default_model": "m", "models": {"m": ModelPrice.anthropic(2.0, 8.0).model_dump()}}}}
     path = tmp_path / "prices.json"
-    path.write_text(__import__("json").dumps(book))
-    assert price_for(load_prices(path).table("anthropic"), "x").input == 2.0
+    path.write_text(json.dumps({"models": {
+        "house-model": {"input": 2.0, "cache_read": 0.2, "output": 8.0},
+        "claude-sonnet-4-5": {"input": 1.0, "cache_read": 0.1, "cache_write_5m": 1.25, "output": 5.0},
+    }}))
+    book = load_prices(path)
+    house = book.price("house-model-2026", source="import:harness")
+    assert house is not None and (house.input, house.source) == (2.0, "price file")
+    override = book.price("claude-sonnet-4-5-20250929", source="claude-code")
+    assert override is not None and override.input == 1.0
     from pipeline.errors import UsageError
 
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match="no price file"):
         load_prices(tmp_path / "missing.json")
-    with pytest.raises(UsageError):
-        load_prices(path).table("openai")
+    path.write_text(json.dumps({"models": {"m": {"input": 1}}}))
+    with pytest.raises(UsageError, match="input, cache_read and output"):
+        load_prices(path)
+
+
+def test_each_price_is_the_one_in_force_on_the_call_day() -> None:
+    book = load_prices()
+    # Claude Sonnet 4.6 had a long-context price until 2026-03-13, and none after.
+    before = book.price("claude-sonnet-4-6", source="claude-code", when=dt.date(2026, 3, 1))
+    after = book.price("claude-sonnet-4-6", source="claude-code", when=dt.date(2026, 4, 1))
+    assert before is not None and after is not None
+    assert before.tiers and before.tiers[0].above_input_tokens == 200_000 and not after.tiers
+    assert call_cost(before, 300_000, 0, 0, 0) == pytest.approx(2 * call_cost(after, 300_000, 0, 0, 0))
+
+
+@pytest.mark.parametrize(("model", "source", "provider", "input_", "cache_read", "output"), [
+    ("claude-opus-4-1-20250805", "claude-code", "anthropic", 15.0, 1.5, 75.0),
+    ("claude-opus-4-20250514", "claude-code", "anthropic", 15.0, 1.5, 75.0),
+    ("claude-opus-4-5-20251101", "claude-code", "anthropic", 5.0, 0.5, 25.0),
+    ("claude-sonnet-4-20250514", "claude-code", "anthropic", 3.0, 0.3, 15.0),
+    ("claude-sonnet-4-5-20250929", "claude-code", "anthropic", 3.0, 0.3, 15.0),
+    ("claude-haiku-4-5-20251001", "claude-code", "anthropic", 1.0, 0.1, 5.0),
+    ("gpt-5", "codex", "openai", 1.25, 0.125, 10.0),
+    ("gpt-5-codex", "codex", "openai", 1.25, 0.125, 10.0),
+    ("gpt-5-mini", "codex", "openai", 0.25, 0.025, 2.0),
+    ("gpt-5.1-codex-mini", "codex", "openai", 0.25, 0.025, 2.0),
+    ("gpt-5.2-codex", "codex", "openai", 1.75, 0.175, 14.0),
+    ("gpt-5.4", "codex", "openai", 2.5, 0.25, 15.0),
+    ("gpt-5.4-mini", "codex", "openai", 0.75, 0.075, 4.5),
+])
+def test_list_prices_of_the_claude_4_and_gpt_5_families(model, source, provider, input_, cache_read, output) -> None:
+    p = load_prices().price(model, source=source, when=dt.date(2026, 4, 1))
+    assert p is not None and p.provider == provider
+    assert (p.input, p.cache_read, p.output) == pytest.approx((input_, cache_read, output))
 
 
 def test_provider_rules_document_the_lifetimes() -> None:

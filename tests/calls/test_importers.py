@@ -342,7 +342,8 @@ def _export_claude(con: duckdb.DuckDBPyConnection, out: Path) -> None:
     usage of its response, as Claude Code writes it; `<synthetic>` messages never came from the API."""
     by_path = dict(q(con, "SELECT path, session_id FROM sessions WHERE format = 'claude-code'"))
     records = []
-    for path in sorted((SAMPLES / "claude").rglob("*.jsonl")):
+    owner: dict[str, Path] = {}  # a subagent file that copies its parent's responses did not make them
+    for path in sorted((SAMPLES / "claude").rglob("*.jsonl"), key=lambda p: (len(p.parts), p)):  # parents first
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 rec = json.loads(line)
@@ -350,6 +351,8 @@ def _export_claude(con: duckdb.DuckDBPyConnection, out: Path) -> None:
                 continue
             msg = rec.get("message") if isinstance(rec, dict) else None
             if rec.get("type") == "assistant" and isinstance(msg, dict) and msg.get("model") != "<synthetic>":
+                if owner.setdefault(msg["id"], path) != path:
+                    continue
                 records.append({"timestamp": rec["timestamp"], "session_id": by_path[str(path.absolute())], "response": msg})
     write_jsonl(out, records)
 
@@ -369,21 +372,31 @@ def test_claude_code_usage_equals_its_responses_imported_as_anthropic(samples_db
 
 
 def test_codex_usage_equals_per_response_usage_imported_as_openai_responses(samples_db, tmp_path: Path) -> None:
-    """Codex logs cumulative totals (derive takes differences); each token_count event also carries
-    the response's own usage, which is the OpenAI Responses convention: cached ⊂ input."""
+    """Each Codex token_count event carries the response's own usage (`last_token_usage`), which is
+    the OpenAI Responses convention: cached ⊂ input. Exported once per response, it gives what
+    derive stores: a running total written before (a repeat, a replay) is no new response, and a
+    forked rollout's copy of its parent's lines holds the parent's responses."""
     by_path = dict(q(samples_db, "SELECT path, session_id FROM sessions WHERE format = 'codex'"))
     records = []
     for path in sorted((SAMPLES / "codex").rglob("*.jsonl")):
-        previous = None
+        seen: list[dict] = []
+        own, created = True, 0.0
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             rec = json.loads(line)
-            info = (rec.get("payload") or {}).get("info") if rec.get("type") == "event_msg" else None
+            payload = rec.get("payload") or {}
+            if n == 1 and payload.get("forked_from_id"):
+                own, created = False, datetime.fromisoformat(payload["timestamp"].replace("Z", "+00:00")).timestamp()
+            if payload.get("type") == "task_started" and payload["started_at"] >= int(created):
+                own = True
+            info = payload.get("info") if rec.get("type") == "event_msg" else None
             if not info:
                 continue
             total, last = info["total_token_usage"], info["last_token_usage"]
-            if total == previous:
-                continue  # a repeated total is not a new response
-            previous = total
+            if total in seen:
+                continue
+            seen.append(total)
+            if not own:
+                continue
             records.append({
                 "timestamp": rec["timestamp"], "session_id": by_path[str(path.absolute())],
                 "response": {"id": f"{path.stem}:{n}", "object": "response", "usage": {
@@ -405,15 +418,26 @@ def test_codex_usage_equals_per_response_usage_imported_as_openai_responses(samp
 
 
 def test_codex_repeated_cumulative_totals_are_one_response_each(warehouse, tmp_path: Path) -> None:
-    """Not the importer's job, but the same figures: derive turns Codex's cumulative totals into
-    one row per change, so repeated totals add nothing."""
+    """Not the importer's job, but the same figures: derive makes one row per new running total,
+    each the response's own last_token_usage, so repeated totals add nothing."""
 
     def line(kind: str, payload: dict, ts: str) -> dict:
         return {"timestamp": ts, "type": kind, "payload": payload}
 
+    def usage(inp: int, cached: int, out: int) -> dict:
+        return {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out, "reasoning_output_tokens": 0,
+                "total_tokens": inp + out}
+
+    previous = usage(0, 0, 0)
+
     def total(inp: int, cached: int, out: int, ts: str) -> dict:
-        t = {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out, "reasoning_output_tokens": 0, "total_tokens": inp + out}
-        return line("event_msg", {"type": "token_count", "info": {"total_token_usage": t, "last_token_usage": t}}, ts)
+        nonlocal previous
+        last = usage(inp - previous["input_tokens"], cached - previous["cached_input_tokens"], out - previous["output_tokens"])
+        if inp == previous["input_tokens"]:
+            last = previous["_last"]
+        t = usage(inp, cached, out)
+        previous = {**t, "_last": last}
+        return line("event_msg", {"type": "token_count", "info": {"total_token_usage": t, "last_token_usage": last}}, ts)
 
     f = write_jsonl(tmp_path / "codex" / "rollout-2026-10-06T08-00-00-r1.jsonl", [
         line("session_meta", {"id": "R1", "cwd": "/srv/r"}, "2026-10-06T08:00:00Z"),
@@ -451,6 +475,47 @@ def test_cli_json_report_and_exit_0_with_bad_rows(db_path: Path, capsys) -> None
     assert main(["import-calls", str(path), "--format", "anthropic", "--db", str(db_path)]) == 0
     captured = capsys.readouterr()
     assert captured.out == "" and "0 new, 1 already present" in captured.err
+
+
+def _responses(n: int, *, dated: int = 0, with_session: bool = False) -> list[dict]:
+    """OpenAI chat completions as a harness might log them: the first `dated` carry a time."""
+    rows = []
+    for i in range(n):
+        row: dict = {"id": f"chatcmpl-{i}", "object": "chat.completion", "model": "gpt-5",
+                     "usage": {"prompt_tokens": 10_000 + 100 * i, "completion_tokens": 20,
+                               "prompt_tokens_details": {"cached_tokens": 9_000 if i else 0}}}
+        if i < dated:
+            row["created"] = 1_792_000_000 + 30 * i
+        if with_session:
+            row["conversation_id"] = "conv-1"
+        rows.append(row)
+    return rows
+
+
+def test_missing_time_and_conversation_are_warned_with_their_meaning(db_path: Path, tmp_path: Path, capsys) -> None:
+    path = write_jsonl(tmp_path / "bare.jsonl", _responses(10))
+    assert main(["import-calls", str(path), "--format", "openai", "--json", "--db", str(db_path)]) == 0
+    captured = capsys.readouterr()
+    warnings = json.loads(captured.out)["warnings"]
+    assert [w.split(" (")[0] for w in warnings] == ["10 of 10 calls have no time", "10 of 10 calls have no conversation id"]
+    assert "leaves them out of every time-based figure" in warnings[0] and "--map at=FIELD" in warnings[0]
+    assert "cold start" in warnings[1] and "--map session_id=FIELD" in warnings[1]
+    assert captured.err.count("warning: ") == 2
+    # nothing time-based can be said about these calls: cache-report says why, instead of 10 cold starts
+    code = main(["cache-report", "--db", str(db_path), "--cutover", "2026-10-13", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and "none of the 10 llm_calls rows can be analysed: 10 have no time" in doc["error"]
+
+
+def test_a_mapped_time_is_named_in_the_warning(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "some.jsonl", [{**r, "ts": r.get("created")} for r in _responses(4, dated=2, with_session=True)])
+    report = read_calls(path, "openai", mapping={"at": "ts"}).report
+    assert report.warnings == [
+        "2 of 4 calls have no time (no value in 'ts', the field --map at=ts names): cache-report leaves them out of every time-based "
+        "figure (miss causes, TTL expiry, daily rates, the effect of anchoring) and says how many. Map the time with --map at=FIELD"
+    ]
+    complete = write_jsonl(tmp_path / "all.jsonl", _responses(3, dated=3, with_session=True))
+    assert read_calls(complete, "openai").report.warnings == []
 
 
 def test_cli_db_anywhere_before_double_dash(db_path: Path, capsys) -> None:
