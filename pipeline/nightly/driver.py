@@ -7,6 +7,7 @@ lands any batch that finished before the interruption, then offers whatever is s
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -150,6 +151,8 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
         if lock.previous and lock.previous.get("runId"):
             say(f"taking over from interrupted run {lock.previous['runId']} (pid {lock.previous.get('pid')} is gone)")
         with warehouse.writing(db) as con:
+            for earlier, why in mark_interrupted(con, run_id, lock.previous):
+                say(f"run {earlier} is marked interrupted: {why}")
             if opts.sources:
                 report = ingest.ingest(con, opts.sources, progress=True)
                 for w in report.warnings:
@@ -160,50 +163,129 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
                 "INSERT INTO runs (run_id, started_at, engine, model, status, details) VALUES (?, ?, ?, ?, 'running', ?)",
                 [run_id, dt.datetime.now(dt.UTC), engine, opts.model, json.dumps({"day": day, "sources": opts.sources})],
             )
-        crash_point("nightly:ingested")
-
-        result.recovered = _land_leftovers(db, runs_root, opts, say)
-        crash_point("nightly:recovered")
-
-        plan = _plan(db, opts)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        outcomes = [BatchOutcome(b.batch_id, b.session_ids, run_dir / b.batch_id) for b in plan]
-        with warehouse.writing(db) as con:
-            for b in outcomes:
-                con.execute(
-                    "INSERT INTO batches (run_id, batch_id, status, sessions, artifact_dir) VALUES (?, ?, 'planned', ?, ?)",
-                    [run_id, b.batch_id, b.session_ids, str(b.folder.absolute())],
-                )
-        say(f"{len(outcomes)} batch(es) planned from {sum(len(b.session_ids) for b in outcomes)} pending session(s)")
-        crash_point("nightly:planned")
-
-        _run_batches(outcomes, engine, run_id, db, opts, lock, say)
-        crash_point("nightly:batches-done")
-
-        for b in outcomes:
-            _land(b, db, opts, run_id, say)
-            crash_point("nightly:between-applies")
-        result.batches = outcomes
-
-        with warehouse.reading(db) as con:
-            result.pending_after = len(pending.pending_ids(con))
-        _finish_run(db, result, t0)
-        if opts.report:
-            crash_point("nightly:report")
-            result.report, result.report_note = _report(run_id, run_dir, db, opts, say)
-            result.report_failed = result.report is None
-            _finish_run(db, result, t0)
+        try:
+            _night(result, opts, db, runs_root, run_dir, engine, lock, say, t0)
+        except KeyboardInterrupt:
+            # Ctrl-C: say so now; a kill -9 leaves `running`, and the next run marks it interrupted.
+            _stop(db, run_id, "interrupted", "stopped by Ctrl-C (KeyboardInterrupt) before it finished")
+            raise
+        except Exception as exc:
+            _stop(db, run_id, "failed", f"stopped by an error: {type(exc).__name__}: {exc}")
+            raise
     return result
 
 
-def _finish_run(db: Path, result: NightResult, t0: float) -> None:
+def _night(result: NightResult, opts: NightlyOptions, db: Path, runs_root: Path, run_dir: Path, engine: str,
+           lock: Any, say: Say, t0: float) -> None:
+    """Everything after the run is recorded: recover, plan, run and land batches, report."""
+    run_id = result.run_id
+    crash_point("nightly:ingested")
+
+    result.recovered = _land_leftovers(db, runs_root, opts, say)
+    crash_point("nightly:recovered")
+
+    plan = _plan(db, opts)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    outcomes = [BatchOutcome(b.batch_id, b.session_ids, run_dir / b.batch_id) for b in plan]
+    with warehouse.writing(db) as con:
+        for b in outcomes:
+            con.execute(
+                "INSERT INTO batches (run_id, batch_id, status, sessions, artifact_dir) VALUES (?, ?, 'planned', ?, ?)",
+                [run_id, b.batch_id, b.session_ids, str(b.folder.absolute())],
+            )
+    say(f"{len(outcomes)} batch(es) planned from {sum(len(b.session_ids) for b in outcomes)} pending session(s)")
+    crash_point("nightly:planned")
+
+    _run_batches(outcomes, engine, run_id, db, opts, lock, say)
+    crash_point("nightly:batches-done")
+
+    for b in outcomes:
+        _land(b, db, opts, run_id, say)
+        crash_point("nightly:between-applies")
+    result.batches = outcomes
+
+    with warehouse.reading(db) as con:
+        result.pending_after = len(pending.pending_ids(con))
+    # Until its report is written a run is `reporting`, never `done`: a night stopped during the
+    # report step is then found interrupted, not finished without a report.
+    _finish_run(db, result, t0, reporting=opts.report)
+    if opts.report:
+        crash_point("nightly:report")
+        result.report, result.report_note = _report(run_id, run_dir, db, opts, say)
+        result.report_failed = result.report is None
+        _finish_run(db, result, t0)
+
+
+def run_status(result: NightResult, *, reporting: bool = False) -> str:
+    """`failed` when a batch of the run failed, `report-failed` when only its report did,
+    `reporting` while its report is being written, else `done`."""
+    if any(b.status != "applied" for b in result.batches):
+        return "failed"
+    if result.report_failed:
+        return "report-failed"
+    return "reporting" if reporting else "done"
+
+
+def _finish_run(db: Path, result: NightResult, t0: float, *, reporting: bool = False) -> None:
     result.seconds = time.monotonic() - t0
+    status = run_status(result, reporting=reporting)
+    details = result.to_json()
+    if status == "report-failed":
+        details["reason"] = f"its batches landed but its report failed: {result.report_note or 'no report was written'}"
     with warehouse.writing(db) as con:
         con.execute(
             "UPDATE runs SET finished_at = ?, status = ?, details = ? WHERE run_id = ?",
-            [dt.datetime.now(dt.UTC), "failed" if result.exit_code else "done", json.dumps(result.to_json()),
-             result.run_id],
+            [None if reporting else dt.datetime.now(dt.UTC), status, json.dumps(details), result.run_id],
         )
+
+
+def _stop(db: Path, run_id: str, status: str, reason: str) -> None:
+    """Record why this run stopped early (best effort: the warehouse may be what failed)."""
+    now = dt.datetime.now(dt.UTC)
+    with contextlib.suppress(Exception), warehouse.writing(db) as con:  # the original error is what the user must see
+        con.execute(
+            "UPDATE runs SET status = ?, finished_at = ?, details = json_merge_patch(coalesce(details, '{}'), ?) "
+            "WHERE run_id = ? AND status IN ('running', 'reporting')",
+            [status, now, json.dumps({"reason": reason, "interruptedAt": now.isoformat(timespec="seconds")}), run_id],
+        )
+
+
+def mark_interrupted(con: Any, run_id: str, holder: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+    """Mark every earlier run still `running` or `reporting` as `interrupted`, saying when and why.
+
+    Only one nightly run holds the lock, so a run in either state found by the run that took the
+    lock over is one whose process ended before it finished (Ctrl-C, kill -9, a crash, a reboot).
+    `finished_at` is its last sign of life (its latest batch event, else its start); `details`
+    gains `reason`, `interruptedAt`, `detectedAt` and `takenOverBy`. Returns (run id, reason) pairs.
+    """
+    now = dt.datetime.now(dt.UTC)
+    rows = con.execute(
+        "SELECT r.run_id, r.status, r.started_at, greatest(max(b.started_at), max(b.finished_at)), "
+        "count(b.batch_id) FILTER (WHERE b.status IN ('planned', 'running')) "
+        "FROM runs r LEFT JOIN batches b USING (run_id) WHERE r.status IN ('running', 'reporting') AND r.run_id <> ? "
+        "GROUP BY ALL ORDER BY r.started_at",
+        [run_id],
+    ).fetchall()
+    marked = []
+    for earlier, status, started, last_batch, unfinished in rows:
+        last = max(t for t in (started, last_batch) if t is not None) if (started or last_batch) else None
+        pid = holder.get("pid") if holder and holder.get("runId") == earlier else None
+        who = f"its process (pid {pid})" if pid else "its process"
+        if status == "reporting":
+            why = f"{who} ended while writing the night's report; its batches had landed, no report was written"
+        elif unfinished:
+            why = f"{who} ended with {unfinished} batch(es) unfinished (Ctrl-C, kill, crash or reboot)"
+        else:
+            why = f"{who} ended before the run finished (Ctrl-C, kill, crash or reboot)"
+        details = {"reason": why, "interruptedAt": last.isoformat(timespec="seconds") if last else None,
+                   "detectedAt": now.isoformat(timespec="seconds"), "takenOverBy": run_id}
+        con.execute(
+            "UPDATE runs SET status = 'interrupted', finished_at = ?, "
+            "details = json_merge_patch(coalesce(details, '{}'), ?) WHERE run_id = ?",
+            [last, json.dumps(details), earlier],
+        )
+        marked.append((earlier, why))
+    return marked
 
 
 # -- recovery ------------------------------------------------------------------------------------------
@@ -420,4 +502,4 @@ def _tail(text: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
-__all__ = ["NightResult", "NightlyOptions", "run_nightly"]
+__all__ = ["NightResult", "NightlyOptions", "mark_interrupted", "run_nightly", "run_status"]
