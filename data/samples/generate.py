@@ -2591,12 +2591,12 @@ class CodexRollout(Session):
                 "total_token_usage": dict(self.total), "last_token_usage": last, "model_context_window": 258400}})
         return line
 
-    def replay(self, total: Json) -> int:
-        """A token_count that writes an earlier running total again (Codex does on leaving review)."""
+    def replay(self, info: Json) -> int:
+        """A token_count written again as it was earlier (Codex does on leaving review): the same
+        running total and the same last_token_usage, for a response that already counted."""
         self.advance(0.01, 0.05)
-        self.total = dict(total)
-        return self.record("event_msg", {"type": "token_count", "info": {
-            "total_token_usage": dict(total), "last_token_usage": token_usage(0, 0, 0, 0), "model_context_window": 258400}})
+        self.total = dict(info["total_token_usage"])
+        return self.record("event_msg", {"type": "token_count", "info": json.loads(dumps(info))})
 
     def reason(self, summary: str) -> int:
         self.advance(0.3, 1.5)
@@ -2726,7 +2726,7 @@ def project_infra(c: Corpus, x: Json) -> None:
     _restart_last_event(y1, restart_line)
     y1.say("The timer is enabled again; the next run is tonight at 02:00.")
     y1.end_turn()
-    before_review = dict(y1.total)
+    before_review = json.loads(y1.lines[_last_usage_line(y1.lines) - 1])["payload"]["info"]
 
     # /review: the reviewer's totals start from zero, and leaving review replays the earlier total
     y1.advance(40, 60)
@@ -2920,6 +2920,15 @@ def _last_total(lines: list[str]) -> Json:
         if info:
             return info["total_token_usage"]
     return token_usage(0, 0, 0, 0)
+
+
+def _last_usage_line(lines: list[str]) -> int:
+    """The line number of the latest token_count that carries usage."""
+    for n in range(len(lines), 0, -1):
+        rec = json.loads(lines[n - 1])
+        if rec.get("type") == "event_msg" and rec.get("payload", {}).get("info"):
+            return n
+    return 0
 
 
 def _last_usage(lines: list[str]) -> Json:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,11 +74,17 @@ PROJECTION_SQL = f"""
 """
 
 
+def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: object) -> pl.DataFrame:
+    """A query's result as a polars frame, inside the caller's transaction (as `db.frame`, which
+    this module does not import: the migrations that open the warehouse call derive)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return pl.from_arrow(con.execute(sql, params).to_arrow_table())  # type: ignore[return-value]
+
+
 def project(con: duckdb.DuckDBPyConnection, table: str) -> pl.DataFrame:
     """Parse the lines of a registered Arrow table (session_id, line_no, text) into the projection."""
-    from pipeline.warehouse.db import frame
-
-    return frame(con, PROJECTION_SQL.format(table=table), {"paths": _PATHS})
+    return _frame(con, PROJECTION_SQL.format(table=table), {"paths": _PATHS})
 
 
 @dataclass
@@ -545,8 +552,6 @@ def rederive(con: duckdb.DuckDBPyConnection, session_ids: list[str] | None = Non
         "WHERE session_id IN (SELECT unnest(?::VARCHAR[]))",
         [ids],
     )
-    from pipeline.warehouse.db import frame
-
     group: list[str] = []
     budget = 0
     for i, (sid, _fmt, _path, size, _cwd) in enumerate(sessions):
@@ -554,7 +559,7 @@ def rederive(con: duckdb.DuckDBPyConnection, session_ids: list[str] | None = Non
         budget += int(size or 0)
         if budget < REDERIVE_BYTES and i + 1 < len(sessions):
             continue
-        lines = frame(
+        lines = _frame(
             con,
             "SELECT session_id, line_no, text FROM lines WHERE session_id IN (SELECT unnest(?::VARCHAR[])) "
             "ORDER BY session_id, line_no",
