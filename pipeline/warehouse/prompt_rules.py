@@ -53,7 +53,7 @@ CODEX_BARE_ITEMS = (
     "local_shell_call", "reasoning", "web_search_call",
 )
 
-_WHITESPACE = "chr(32) || chr(9) || chr(10) || chr(13)"
+_RE_SPECIAL = set("\\.^$|?*+()[]{}")
 
 
 def _quoted(values: tuple[str, ...]) -> str:
@@ -61,35 +61,39 @@ def _quoted(values: tuple[str, ...]) -> str:
     return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
 
 
-def _literals(values: tuple[str, ...]) -> str:
-    return f"[{_quoted(values)}]"
+def _prefix_pattern(prefixes: tuple[str, ...]) -> str:
+    """An RE2 pattern, as a SQL literal, matching a text that opens (after blanks) with one of `prefixes`."""
+    alternatives = "|".join("".join("\\" + ch if ch in _RE_SPECIAL else ch for ch in p) for p in prefixes)
+    return "'" + f"^[ \\t\\r\\n]*(?:{alternatives})".replace("'", "''") + "'"
 
 
-def _typed(expr: str, prefixes: tuple[str, ...]) -> str:
-    """SQL: the string `expr` is text a person wrote (non-blank, no harness prefix)."""
-    trimmed = f"ltrim({expr}, {_WHITESPACE})"
-    return (
-        f"(coalesce({trimmed}, '') <> '' AND NOT list_bool_or([starts_with({trimmed}, p) FOR p IN {_literals(prefixes)}]))"
-    )
+def _typed(value: str, prefixes: tuple[str, ...]) -> str:
+    """SQL: the string `value` (a lambda parameter or column, evaluated once) is text a person
+    wrote: not blank, and not opening with a harness prefix."""
+    return (f"(regexp_matches({value}, '[^ \\t\\r\\n]') AND NOT regexp_matches({value}, {_prefix_pattern(prefixes)}))")
+
+
+# The rules below bind each JSON value they extract to a lambda parameter (`list_transform([x],
+# lambda v: …)[1]`), so that each is parsed once per line however often the rule looks at it.
 
 
 def claude_prompt(text: str) -> str:
     """SQL boolean: the Claude Code line whose raw JSON is `text` is a prompt."""
-    block_typed = (
-        "json_extract_string(b, '$.type') = 'image' OR (json_extract_string(b, '$.type') = 'text' AND "
-        + _typed("json_extract_string(b, '$.text')", CLAUDE_NOT_PROMPT)
-        + ")"
+    typed = _typed("coalesce(v[2], '')", CLAUDE_NOT_PROMPT)
+    block = (
+        "list_transform([json_extract_string(b, ['$.type', '$.text'])], lambda v: v[1] = 'image' OR "
+        f"(v[1] = 'text' AND {typed}))[1]"
     )
-    return f"""coalesce(
-        json_extract_string({text}, '$.type') = 'user'
-        AND coalesce(json_extract_string({text}, '$.isMeta'), 'false') <> 'true'
-        AND coalesce(json_extract_string({text}, '$.isCompactSummary'), 'false') <> 'true'
-        AND CASE json_type({text}, '$.message.content')
-            WHEN 'VARCHAR' THEN {_typed(f"json_extract_string({text}, '$.message.content')", CLAUDE_NOT_PROMPT)}
-            WHEN 'ARRAY' THEN json_extract_string({text}, '$.message.content[0].type') IS DISTINCT FROM 'tool_result'
-                AND list_bool_or([{block_typed} FOR b IN json_extract({text}, '$.message.content[*]')])
-            ELSE false
-        END, false)"""
+    return f"""coalesce(list_transform(
+        [json_extract_string({text}, ['$.type', '$.isMeta', '$.isCompactSummary', '$.message.content[0].type'])],
+        lambda h: h[1] = 'user' AND coalesce(h[2], 'false') <> 'true' AND coalesce(h[3], 'false') <> 'true'
+            AND h[4] IS DISTINCT FROM 'tool_result'
+            AND CASE json_type({text}, '$.message.content')
+                WHEN 'VARCHAR' THEN list_transform([json_extract_string({text}, '$.message.content')],
+                                                   lambda c: {_typed('c', CLAUDE_NOT_PROMPT)})[1]
+                WHEN 'ARRAY' THEN list_bool_or(list_transform(json_extract({text}, '$.message.content[*]'), lambda b: {block}))
+                ELSE false
+            END)[1], false)"""
 
 
 def codex_item(text: str) -> str:
@@ -101,18 +105,22 @@ def codex_item(text: str) -> str:
     )
 
 
+def codex_item_prompt(item: str) -> str:
+    """SQL boolean: the Codex item `item` (see :func:`codex_item`) is a prompt."""
+    typed = _typed("coalesce(v[2], '')", CODEX_INJECTED)
+    block = (
+        "list_transform([json_extract_string(b, ['$.type', '$.text'])], lambda v: v[1] = 'input_image' OR "
+        f"(v[1] IN ('input_text', 'text') AND {typed}))[1]"
+    )
+    return f"""coalesce(list_transform([{item}], lambda it:
+        json_extract_string(it, ['$.type', '$.role']) = ['message', 'user']
+        AND list_bool_or(list_transform(json_extract(it, '$.content[*]'), lambda b: {block})))[1], false)"""
+
+
 def codex_prompt(text: str) -> str:
     """SQL boolean: the Codex line whose raw JSON is `text` is a prompt (lines copied from a parent
     rollout are excluded by the caller, which knows where they end)."""
-    item = codex_item(text)
-    block_typed = (
-        "json_extract_string(b, '$.type') = 'input_image' OR (json_extract_string(b, '$.type') IN ('input_text', 'text') AND "
-        + _typed("json_extract_string(b, '$.text')", CODEX_INJECTED)
-        + ")"
-    )
-    return f"""coalesce(
-        json_extract_string({item}, '$.type') = 'message' AND json_extract_string({item}, '$.role') = 'user'
-        AND list_bool_or([{block_typed} FOR b IN json_extract({item}, '$.content[*]')]), false)"""
+    return codex_item_prompt(codex_item(text))
 
 
 def jsonl_prompt(text: str) -> str:

@@ -66,7 +66,7 @@ SELECT session_id, line_no,
        json_extract_string(item, '$.role') AS role,
        TRY_CAST(json_extract_string(text, '$.timestamp') AS TIMESTAMPTZ) AS "at",
        NULLIF(array_to_string(list_filter(json_extract_string(item, '$.content[*].text'), lambda x: x IS NOT NULL), chr(10)), ''),
-       line_no > inherited_lines AND {prompt_rules.codex_prompt("text")}
+       line_no > inherited_lines AND {prompt_rules.codex_item_prompt("item")}
 FROM ({_CODEX_ITEMS}) c
 WHERE json_extract_string(item, '$.type') = 'message'
 UNION ALL
