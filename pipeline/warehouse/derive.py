@@ -21,6 +21,12 @@ import pyarrow as pa
 
 from pipeline.warehouse import formats, prompt_rules
 
+# The rules this module applies, as a version recorded in the warehouse (`derived:<version>` in
+# schema_migrations). Bump it when a change alters what is stored for lines already ingested
+# (prompts, turns, models, usage rows, derive's problems): the next writing open of an older
+# warehouse derives every stored session again (`rederive`). 2: the rules learnt on real logs.
+DERIVE_VERSION = 2
+
 # Every field any format needs, extracted with a single parse of each line.
 FIELDS: dict[str, str] = {
     "type": "$.type",

@@ -15,6 +15,10 @@ that ships it would copy a hundred lines of SQL per change, and a step that call
 tables, before the later steps those views need. 004 and 006 keep their names, recorded in every
 warehouse, and do nothing now.
 
+Derived rows are rebuilt the same way: `derive.DERIVE_VERSION` names the rules that computed a
+warehouse's session statistics and usage rows (`derived:<version>`); a writing open of a warehouse
+derived under another version derives every stored session again from its lines (`rederive`).
+
 To add a step: append a function at the end of the steps below, decorated `@step("NNN_what")`
 with the next number, that takes the connection and issues the statements it needs with their SQL
 written out (not built from constants or functions that may change later). A duplicate name is
@@ -37,13 +41,14 @@ from pipeline.warehouse.transaction import atomic
 Step = Callable[[duckdb.DuckDBPyConnection], None]
 STEPS: list[tuple[str, Step]] = []
 VIEWS_PREFIX = "views:"
+DERIVED_PREFIX = "derived:"
 
 
 def step(name: str) -> Callable[[Step], Step]:
     """Register the decorated function as the next step, under a name no other step has."""
     if any(name == done for done, _ in STEPS):
         raise ValueError(f"migration step {name!r} is defined twice; give the new step the next free number")
-    if not name or name.startswith(VIEWS_PREFIX):
+    if not name or name.startswith((VIEWS_PREFIX, DERIVED_PREFIX)):
         raise ValueError(f"{name!r} cannot name a migration step")
 
     def register(fn: Step) -> Step:
@@ -227,19 +232,6 @@ def views_fingerprint() -> str:
     return hashlib.sha256("\n".join(statements).encode("utf-8")).hexdigest()[:16]
 
 
-@step("007_real_logs")
-def _real_logs(con: duckdb.DuckDBPyConnection) -> None:
-    # Rules learnt on real transcripts: tool_results gains exit_code (and is_error covers every
-    # Codex status format), one prompt definition with harness-written lines left out, Codex usage
-    # from last_token_usage, the 2025 Codex format recognised. The views are rebuilt and every
-    # stored session is derived again, so an older warehouse gives the figures a fresh ingest would.
-    from pipeline.warehouse.derive import rederive
-    from pipeline.warehouse.views import create_views
-
-    create_views(con)
-    rederive(con)
-
-
 def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ)"
@@ -256,11 +248,16 @@ def applied(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 def pending(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The steps this warehouse has not run, and `views` when its views are not the code's."""
+    """The steps this warehouse has not run, `views` when its views are not the code's, and
+    `derived` when its derived rows were computed by other rules than the code's."""
+    from pipeline.warehouse.derive import DERIVE_VERSION
+
     done = applied(con)
     missing = [name for name, _ in STEPS if name not in done]
     if VIEWS_PREFIX + views_fingerprint() not in done:
         missing.append("views")
+    if f"{DERIVED_PREFIX}{DERIVE_VERSION}" not in done:
+        missing.append("derived")
     return missing
 
 
@@ -292,4 +289,13 @@ def migrate(con: duckdb.DuckDBPyConnection, *, stop_before: str | None = None) -
         with atomic(con):
             create_views(con)
             con.execute("INSERT INTO schema_migrations VALUES (?, current_timestamp)", [views])
+    # Derived rows (sessions' prompts and turns, usage rows) follow the derive rules as views follow
+    # their SQL: a warehouse derived under other rules is derived again, once, from its stored lines.
+    from pipeline.warehouse.derive import DERIVE_VERSION, rederive
+
+    derived = f"{DERIVED_PREFIX}{DERIVE_VERSION}"
+    if derived not in done:
+        with atomic(con):
+            rederive(con)
+            con.execute("INSERT INTO schema_migrations VALUES (?, current_timestamp)", [derived])
     return ran

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipeline.errors import UsageError
 from pipeline.warehouse import db, derive, ingest
 from tests.helpers import EXPECTED, SAMPLES, write_jsonl
 
@@ -197,8 +198,10 @@ def test_migration_rederives_as_a_fresh_ingest_would(samples_copy: Path) -> None
         con.execute("UPDATE llm_calls SET prompt_tokens = -5 WHERE source = 'codex'")
         con.execute("UPDATE sessions SET prompts = prompts + 3, state = NULL, model = NULL")
         con.execute("UPDATE sessions SET format = 'jsonl' WHERE session_id = ?", [legacy])
-        con.execute("DELETE FROM schema_migrations WHERE name = '007_real_logs'")
-    with db.writing(samples_copy) as con:  # opening it read-write applies the step again
+        con.execute("DELETE FROM schema_migrations WHERE name = ?", [f"derived:{derive.DERIVE_VERSION}"])
+    with pytest.raises(UsageError, match="missing steps: derived"), db.reading(samples_copy):
+        pass  # a read-only open cannot re-derive: it says how to upgrade
+    with db.writing(samples_copy) as con:  # a writing open derives every session again
         assert rows(con, "SELECT session_id, format, prompts, turns, model, cwd FROM sessions ORDER BY 1") == fresh_sessions
         assert rows(con, "SELECT * EXCLUDE (\"at\") FROM llm_calls ORDER BY call_id") == fresh_calls
 

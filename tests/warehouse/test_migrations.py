@@ -96,16 +96,20 @@ def test_rows_of_an_older_warehouse_survive_the_upgrade(tmp_path: Path) -> None:
     at = dt.datetime(2026, 10, 1, 9, 0, tzinfo=dt.UTC)
     line = json.dumps({"type": "user", "sessionId": "s1", "timestamp": at.isoformat(),
                        "message": {"role": "user", "content": "run the migration tests"}})
-    con.execute("INSERT INTO sessions (session_id, path, format, line_count) VALUES ('s1', '/t/s1.jsonl', 'claude-code', 1)")
-    con.execute("INSERT INTO lines VALUES ('s1', 1, ?)", [line])
-    con.execute("INSERT INTO llm_calls (call_id, source, session_id, \"at\", prompt_tokens) VALUES ('c1', 'claude-code', 's1', ?, 10)",
-                [at])
+    reply = json.dumps({"type": "assistant", "sessionId": "s1", "timestamp": at.isoformat(), "requestId": "r1",
+                        "message": {"id": "m1", "role": "assistant", "model": "claude-sonnet-4-5", "content": [],
+                                    "usage": {"input_tokens": 10, "output_tokens": 2}}})
+    con.execute("INSERT INTO sessions (session_id, path, format, line_count) VALUES ('s1', '/t/s1.jsonl', 'claude-code', 2)")
+    con.execute("INSERT INTO lines VALUES ('s1', 1, ?), ('s1', 2, ?)", [line, reply])
+    # the usage row that version derived from line 2 (usage rows are derived again by the upgrade)
+    con.execute("INSERT INTO llm_calls (call_id, source, session_id, \"at\", prompt_tokens) "
+                "VALUES ('claude-code:s1:m1:r1', 'claude-code', 's1', ?, 10)", [at])
     con.close()
     with db.writing(path) as con:
-        assert con.execute("SELECT session_id, line_count FROM sessions").fetchall() == [("s1", 1)]
+        assert con.execute("SELECT session_id, line_count FROM sessions").fetchall() == [("s1", 2)]
         assert con.execute("SELECT role, text, is_prompt FROM messages").fetchall() == [
-            ("user", "run the migration tests", True)]
-        assert con.execute("SELECT call_id, prompt_tokens FROM usage").fetchall() == [("c1", 10)]
+            ("user", "run the migration tests", True), ("assistant", None, False)]
+        assert con.execute("SELECT call_id, prompt_tokens FROM usage").fetchall() == [("claude-code:s1:m1:r1", 10)]
         assert con.execute("SELECT count(*) FROM memories").fetchall() == [(0,)]
         assert schema(con) == fresh_schema(tmp_path)
 
