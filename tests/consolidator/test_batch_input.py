@@ -131,7 +131,7 @@ def test_an_interrupted_input_is_never_taken_for_a_whole_one(linked: Path, tmp_p
             write_input(con, [A1, A2], folder)
     assert BatchInput.load(folder).session_ids == (A1,)  # the earlier, complete input is still there
     shutil.rmtree(folder)
-    with pytest.raises(UsageError, match="batch.json is missing"):
+    with pytest.raises(UsageError, match=r"batch\.json is missing"):
         BatchInput.load(folder)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pipeline.consolidator.artifact import Budgets
+from pipeline.consolidator.batch_input import BatchInput, snapshot
 from pipeline.consolidator.commitments import Message, find_commitments, sentences
 from pipeline.consolidator.context import BatchContext, Recorder
 from pipeline.consolidator.contract import check_answer
@@ -22,7 +23,6 @@ from pipeline.consolidator.error_shapes import (
     find_error_patterns,
 )
 from pipeline.consolidator.quotes import WarehouseQuotes
-from pipeline.consolidator.batch_input import BatchInput, snapshot
 from pipeline.consolidator.rules import build_answer, run_rules
 from pipeline.warehouse import db
 from tests.helpers import SAMPLES

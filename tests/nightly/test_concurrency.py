@@ -138,7 +138,7 @@ def test_an_ingest_during_the_night_runs_while_the_batches_do(tmp_path: Path) ->
             time.sleep(0.05)
         ingest = subprocess.run([sys.executable, "-m", "pipeline", "ingest", str(extra.parent), "--db", str(wh),
                                  "--json"], cwd=REPO, env=env(), capture_output=True, text=True, timeout=300)
-        out, err = night.communicate(timeout=300)
+        _, err = night.communicate(timeout=300)
     finally:
         night.kill()
         night.wait()
