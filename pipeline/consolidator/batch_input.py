@@ -8,7 +8,7 @@ trip over the driver's writes or an analyst's connection, and it can run on a ma
 warehouse at all (the scale-out).
 
     input/sessions.parquet      the batch's rows of `sessions` (all columns but the ingest state)
-    input/lines.parquet         every line of those sessions, (session_id, line_no, text), in order
+    input/lines.parquet         every line of those sessions, (session_id, line_no, text)
     input/watermarks.parquet    their watermarks            } what list_sessions needs for
     input/memory_links.parquet  their links to memories     } newFromLine and linkedMemories
     input/memories.parquet      the memories linked to them }
@@ -44,19 +44,28 @@ from pipeline.errors import UsageError
 from pipeline.warehouse import db
 from pipeline.warehouse.views import TRANSCRIPT_VIEWS
 
-__all__ = ["INPUT_DIR", "BatchInput", "snapshot", "write_input"]
+__all__ = ["INPUT_DIR", "BatchInput", "snapshot", "write_input", "write_inputs"]
 
 INPUT_DIR = "input"
 MARKER = "batch.json"
 _IN_BATCH = "session_id IN (SELECT unnest($ids::VARCHAR[]))"
-# What each file holds: one query per table, the batch's ids bound as $ids.
+# What each small file holds: one query per table, the batch's ids bound as $ids.
 _TABLES: dict[str, str] = {
     "sessions": f"SELECT * EXCLUDE (state) FROM sessions WHERE {_IN_BATCH} ORDER BY session_id",
-    "lines": f"SELECT session_id, line_no, text FROM lines WHERE {_IN_BATCH} ORDER BY session_id, line_no",
     "watermarks": f"SELECT * FROM watermarks WHERE {_IN_BATCH}",
     "memory_links": f"SELECT * FROM memory_links WHERE {_IN_BATCH}",
     "memories": f"SELECT * FROM memories WHERE memory_id IN (SELECT memory_id FROM memory_links WHERE {_IN_BATCH})",
 }
+# The lines of every batch of a night in ONE pass over `lines`, each batch's in its own partition:
+# a query per batch would read the whole table once per batch (a session's lines share row groups
+# with other sessions', so filtering by session skips little). Not sorted: sorting a first night's
+# lines would cost more than the few row groups a batch's tools read in addition.
+_LINES = """
+    SELECT m.batch, l.session_id, l.line_no, l.text
+    FROM lines l JOIN (SELECT unnest($sessions::VARCHAR[]) AS session_id, unnest($batches::INTEGER[]) AS batch) m
+    USING (session_id)
+"""
+_VIEWS = (*_TABLES, "lines")
 # Small row groups keep one session's lines in few groups, which a session filter then picks out.
 _PARQUET = "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 2048"
 
@@ -66,34 +75,72 @@ def _literal(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
+def _files(paths: Sequence[Path]) -> str:
+    """read_parquet's argument for these files, as a SQL list (never a glob: a folder may hold '[' or '*')."""
+    return "[" + ", ".join(_literal(p) for p in paths) + "]"
+
+
+def _lines_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("lines*.parquet"))
+
+
+def _rows(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> int:
+    return int(con.execute(f"SELECT count(*) FROM read_parquet({_files(paths)})").fetchall()[0][0])
+
+
 def write_input(con: duckdb.DuckDBPyConnection, session_ids: Sequence[str], folder: Path, *,
                 warehouse: Path | None = None) -> BatchInput:
-    """Write the input of the batch `session_ids` from the warehouse connection `con` into `folder`.
+    """Write the input of the batch `session_ids` from the warehouse connection `con` into `folder`."""
+    return write_inputs(con, [(session_ids, folder)], warehouse=warehouse)[0]
 
-    Unknown sessions are refused before anything is written. The files are written into a
-    temporary folder beside `folder` that replaces it at the end, so `folder` holds a complete
+
+def write_inputs(con: duckdb.DuckDBPyConnection, batches: Sequence[tuple[Sequence[str], Path]], *,
+                 warehouse: Path | None = None) -> list[BatchInput]:
+    """Write the inputs of several batches (session ids, input folder) from the warehouse connection `con`.
+
+    Unknown sessions are refused before anything is written. Each batch's files are written into a
+    temporary folder beside its `folder` that replaces it at the end, so `folder` holds a complete
     input or none: a killed planner leaves nothing a batch could mistake for its input.
     """
-    ids = list(dict.fromkeys(session_ids))
-    if not ids:
+    planned = [(list(dict.fromkeys(ids)), Path(folder)) for ids, folder in batches]
+    if not planned:
+        return []
+    if any(not ids for ids, _ in planned):
         raise UsageError("a batch needs at least one session")
-    tools.list_sessions(con, ids)  # raises ToolError (a UsageError) naming unknown sessions
-    tmp = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    rows: dict[str, int] = {}
-    for name, query in _TABLES.items():
-        target = tmp / f"{name}.parquet"
-        con.execute(f"COPY ({query}) TO {_literal(target)} ({_PARQUET})", {"ids": ids})
-        counted = con.execute(f"SELECT count(*) FROM read_parquet({_literal(target)})").fetchall()
-        rows[name] = int(counted[0][0])
+    every = [sid for ids, _ in planned for sid in ids]
+    if len(set(every)) != len(every):
+        raise ValueError("a session may belong to one batch only")
+    tools.list_sessions(con, every)  # raises ToolError (a UsageError) naming unknown sessions
+    partial = [folder.with_name(folder.name + ".partial") for _, folder in planned]
+    staging = Path(os.path.commonpath([folder.parent for _, folder in planned])) / ".input-staging"
+    for tmp in (*partial, staging):
+        shutil.rmtree(tmp, ignore_errors=True)
+    for tmp in partial:
+        tmp.mkdir(parents=True)
+    con.execute(f"COPY ({_LINES}) TO {_literal(staging)} ({_PARQUET}, PARTITION_BY (batch))",
+                {"sessions": every, "batches": [n for n, (ids, _) in enumerate(planned) for _ in ids]})
     created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    marker = {"sessionIds": ids, "createdAt": created, "warehouse": str(warehouse) if warehouse else None,
-              "rows": rows}
-    (tmp / MARKER).write_text(json.dumps(marker, indent=1), encoding="utf-8")
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.replace(folder)
-    return BatchInput(folder, tuple(ids), created)
+    out = []
+    for n, ((ids, folder), tmp) in enumerate(zip(planned, partial, strict=True)):
+        rows: dict[str, int] = {}
+        for name, query in _TABLES.items():
+            con.execute(f"COPY ({query}) TO {_literal(tmp / f'{name}.parquet')} ({_PARQUET})", {"ids": ids})
+            rows[name] = _rows(con, [tmp / f"{name}.parquet"])
+        written = sorted((staging / f"batch={n}").glob("*.parquet"))
+        for i, part in enumerate(written):  # one file, unless DuckDB chose to split a large partition
+            part.replace(tmp / ("lines.parquet" if i == 0 else f"lines.{i}.parquet"))
+        if not written:  # sessions without a single line: an empty file, with the columns
+            con.execute(f"COPY (SELECT session_id, line_no, text FROM lines LIMIT 0) TO "
+                        f"{_literal(tmp / 'lines.parquet')} ({_PARQUET})")
+        rows["lines"] = _rows(con, _lines_files(tmp))
+        marker = {"sessionIds": ids, "createdAt": created, "warehouse": str(warehouse) if warehouse else None,
+                  "rows": rows}
+        (tmp / MARKER).write_text(json.dumps(marker, indent=1), encoding="utf-8")
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.replace(folder)
+        out.append(BatchInput(folder, tuple(ids), created))
+    shutil.rmtree(staging, ignore_errors=True)
+    return out
 
 
 def snapshot(db_file: str | Path | None, session_ids: Sequence[str], folder: Path) -> BatchInput:
@@ -151,8 +198,9 @@ class BatchInput:
             with contextlib.suppress(duckdb.Error):  # refused inside a Jupyter kernel; harmless
                 con.execute("SET enable_progress_bar = false")
             con.execute("SET TimeZone = 'UTC'")
-            for name in _TABLES:
-                con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_literal(self.folder / f'{name}.parquet')})")
+            for name in _VIEWS:
+                files = _lines_files(self.folder) if name == "lines" else [self.folder / f"{name}.parquet"]
+                con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_files(files)})")
             for ddl in TRANSCRIPT_VIEWS:
                 con.execute(ddl)
             yield con

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -123,13 +124,17 @@ class WriteSession:
 
     files: publishing.Files
     lock: HolderLock
-    published: int = 0
+    published: int = 0  # how many times this session replaced the published file
+    publish_seconds: float = 0.0  # and how long that took, all told
     say: Callable[[str], None] = field(default=lambda msg: None)
 
     def publish(self) -> bool:
         """Publish the working file now (the session also does it when it ends); True if it changed."""
+        started = time.perf_counter()
         done = publishing.publish(self.files, _checkpoint)
-        self.published += done
+        if done:
+            self.published += 1
+            self.publish_seconds += time.perf_counter() - started
         return done
 
 

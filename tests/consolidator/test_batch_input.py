@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pipeline.cli.main import main
 from pipeline.consolidator import tools
 from pipeline.consolidator.batch import run_batch
-from pipeline.consolidator.batch_input import INPUT_DIR, BatchInput, snapshot, write_input
+from pipeline.consolidator.batch_input import INPUT_DIR, BatchInput, snapshot, write_input, write_inputs
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.errors import UsageError
 from pipeline.warehouse import db
@@ -84,6 +84,29 @@ def test_the_tools_answer_the_same_from_the_input(linked: Path, source: BatchInp
             assert tools.read_lines(icon, sid, start, start + length, width) == expected
         quote = text[cut : cut + 40]
         assert WarehouseQuotes(icon).contains(sid, quote) == WarehouseQuotes(con).contains(sid, quote)
+
+
+def test_a_night_s_batches_are_written_in_one_pass_each_with_exactly_its_sessions(linked: Path, tmp_path: Path) -> None:
+    empty = "0c15144a-37fe-44f8-823f-b934d68893e0"  # a transcript file with no complete line yet
+    plan = [([A1], tmp_path / "b1" / INPUT_DIR), ([A2, empty], tmp_path / "b2" / INPUT_DIR), ([empty], tmp_path / "b3" / INPUT_DIR)]
+    with pytest.raises(ValueError, match="one batch only"), db.reading(linked) as con:
+        write_inputs(con, plan)
+    plan.pop()
+    with db.reading(linked) as con:
+        inputs = write_inputs(con, plan)
+        for source, (ids, _) in zip(inputs, plan, strict=True):
+            assert BatchInput.load(source.folder).session_ids == tuple(ids)
+            with source.reading() as icon:
+                assert tools.list_sessions(icon) == tools.list_sessions(con, ids)
+                held = icon.execute("SELECT session_id, count(*) FROM lines GROUP BY ALL ORDER BY 1").fetchall()
+            assert held == con.execute("SELECT session_id, count(*) FROM lines WHERE session_id IN (SELECT unnest(?)) "
+                                       "GROUP BY ALL ORDER BY 1", [ids]).fetchall()
+    assert not (tmp_path / ".input-staging").exists() and not list(tmp_path.glob("*/*.partial"))
+    with db.reading(linked) as con:
+        only_empty = write_input(con, [empty], tmp_path / "b4" / INPUT_DIR)
+    with only_empty.reading() as icon:  # no line at all: the file is there, with its columns
+        assert icon.execute("SELECT count(*) FROM lines").fetchall() == [(0,)]
+        assert tools.list_sessions(icon)[0]["lineCount"] == 0
 
 
 def test_a_batch_runs_from_its_input_with_no_warehouse_anywhere(linked: Path, source: BatchInput, tmp_path: Path) -> None:
