@@ -41,10 +41,11 @@ import duckdb
 from pipeline import config
 from pipeline.consolidator import tools
 from pipeline.errors import UsageError
+from pipeline.faults import crash_point
 from pipeline.warehouse import db
 from pipeline.warehouse.views import TRANSCRIPT_VIEWS
 
-__all__ = ["INPUT_DIR", "BatchInput", "snapshot", "write_input", "write_inputs"]
+__all__ = ["INPUT_DIR", "BatchInput", "discard", "snapshot", "write_input", "write_inputs"]
 
 INPUT_DIR = "input"
 MARKER = "batch.json"
@@ -119,6 +120,7 @@ def write_inputs(con: duckdb.DuckDBPyConnection, batches: Sequence[tuple[Sequenc
         tmp.mkdir(parents=True)
     con.execute(f"COPY ({_LINES}) TO {_literal(staging)} ({_PARQUET}, PARTITION_BY (batch))",
                 {"sessions": every, "batches": [n for n, (ids, _) in enumerate(planned) for _ in ids]})
+    crash_point("batch-input:staged")
     created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     out = []
     for n, ((ids, folder), tmp) in enumerate(zip(planned, partial, strict=True)):
@@ -141,6 +143,14 @@ def write_inputs(con: duckdb.DuckDBPyConnection, batches: Sequence[tuple[Sequenc
         out.append(BatchInput(folder, tuple(ids), created))
     shutil.rmtree(staging, ignore_errors=True)
     return out
+
+
+def discard(batch_folder: Path) -> None:
+    """Remove a batch's input and whatever a killed writer of it left (the batch has landed, or it
+    never ran and is planned again): the warehouse holds all of it."""
+    for path in (batch_folder / INPUT_DIR, batch_folder / f"{INPUT_DIR}.partial", batch_folder / ".input-staging",
+                 batch_folder.parent / ".input-staging"):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def snapshot(db_file: str | Path | None, session_ids: Sequence[str], folder: Path) -> BatchInput:

@@ -98,6 +98,10 @@ def test_failed_batch_stays_pending_and_the_next_night_picks_it_up(tmp_path: Pat
         assert set(pending.pending_ids(con)) == set(LEDGER)
         reason = con.execute("SELECT reason FROM batches WHERE batch_id = ?", [failing]).fetchall()[0][0]
     assert reason
+    run_dir = Path(result["runDir"])
+    # the failed batch keeps its input, to be run again by hand; the landed ones do not
+    assert [p.parent.name for p in run_dir.glob("*/input")] == [failing]
+    assert [p.parent.name for p in run_dir.glob("*/notebook.ipynb") if p.parent.name != failing]
     second = nightly(tmp_path)
     assert second.returncode == 0, second.stderr
     assert [b["batch"] for b in json.loads(second.stdout)["batches"]] == [failing]
@@ -110,7 +114,9 @@ STEPS = ["nightly:ingested", "nightly:recovered", "nightly:planned", "nightly:ba
          "nightly:between-applies", "apply:memory-committed", "apply:in-transaction", "nightly:report",
          # publishing the working file: the first publish (before the batches) while copying, the
          # second (after landing them) before and after the rename
-         "publish:copying", "publish:copied:2", "publish:replaced:2"]
+         "publish:copying", "publish:copied:2", "publish:replaced:2",
+         # writing the batches' inputs
+         "batch-input:staged"]
 
 
 @pytest.mark.parametrize("step", STEPS)
@@ -125,6 +131,8 @@ def test_interrupted_night_then_rerun_gives_the_same_corpus(tmp_path: Path, refe
         assert pending.pending_ids(con) == []
         dup = con.execute("SELECT claim, count(*) FROM memories GROUP BY claim HAVING count(*) > 1").fetchall()
     assert dup == []
+    # every batch landed or was planned again: no copy of a transcript is left in the run folders
+    assert [p for p in (tmp_path / "runs").rglob("*") if p.name.startswith(("input", ".input"))] == []
 
 
 @pytest.mark.parametrize("delay", [1.0, 2.5, 4.0])
