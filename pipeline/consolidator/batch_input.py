@@ -42,7 +42,7 @@ from pipeline import config
 from pipeline.consolidator import tools
 from pipeline.errors import UsageError
 from pipeline.faults import crash_point
-from pipeline.warehouse import db
+from pipeline.warehouse import db as warehouse
 from pipeline.warehouse.views import TRANSCRIPT_VIEWS
 
 __all__ = ["INPUT_DIR", "BatchInput", "discard", "snapshot", "write_input", "write_inputs"]
@@ -90,14 +90,15 @@ def _rows(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> int:
 
 
 def write_input(con: duckdb.DuckDBPyConnection, session_ids: Sequence[str], folder: Path, *,
-                warehouse: Path | None = None) -> BatchInput:
+                db: Path | None = None) -> BatchInput:
     """Write the input of the batch `session_ids` from the warehouse connection `con` into `folder`."""
-    return write_inputs(con, [(session_ids, folder)], warehouse=warehouse)[0]
+    return write_inputs(con, [(session_ids, folder)], db=db)[0]
 
 
 def write_inputs(con: duckdb.DuckDBPyConnection, batches: Sequence[tuple[Sequence[str], Path]], *,
-                 warehouse: Path | None = None) -> list[BatchInput]:
-    """Write the inputs of several batches (session ids, input folder) from the warehouse connection `con`.
+                 db: Path | None = None) -> list[BatchInput]:
+    """Write the inputs of several batches (session ids, input folder) from the warehouse connection `con`
+    (the warehouse file `db`, recorded in each batch.json for people).
 
     Unknown sessions are refused before anything is written. Each batch's files are written into a
     temporary folder beside its `folder` that replaces it at the end, so `folder` holds a complete
@@ -135,7 +136,7 @@ def write_inputs(con: duckdb.DuckDBPyConnection, batches: Sequence[tuple[Sequenc
             con.execute(f"COPY (SELECT session_id, line_no, text FROM lines LIMIT 0) TO "
                         f"{_literal(tmp / 'lines.parquet')} ({_PARQUET})")
         rows["lines"] = _rows(con, _lines_files(tmp))
-        marker = {"sessionIds": ids, "createdAt": created, "warehouse": str(warehouse) if warehouse else None,
+        marker = {"sessionIds": ids, "createdAt": created, "warehouse": str(db) if db else None,
                   "rows": rows}
         (tmp / MARKER).write_text(json.dumps(marker, indent=1), encoding="utf-8")
         shutil.rmtree(folder, ignore_errors=True)
@@ -153,14 +154,14 @@ def discard(batch_folder: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def snapshot(db_file: str | Path | None, session_ids: Sequence[str], folder: Path) -> BatchInput:
-    """Write a batch's input from the warehouse `db_file`, opened read-only for as long as it takes.
+def snapshot(db: str | Path | None, session_ids: Sequence[str], folder: Path) -> BatchInput:
+    """Write a batch's input from the warehouse `db`, opened read-only for as long as it takes.
 
     What `pipeline consolidate` and the notebook do when they are given a warehouse rather than an
     input folder.
     """
-    with db.reading(db_file) as con:
-        return write_input(con, session_ids, folder, warehouse=config.db_path(db_file).absolute())
+    with warehouse.reading(db) as con:
+        return write_input(con, session_ids, folder, db=config.db_path(db).absolute())
 
 
 @dataclass(frozen=True)

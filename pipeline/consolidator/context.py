@@ -13,7 +13,6 @@ import datetime as dt
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import JsonValue

@@ -202,7 +202,7 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
                 # the batches never ran: the next night marks them failed, removes what was
                 # written, and plans their sessions again.
                 started = time.monotonic()
-                write_inputs(con, [(b.session_ids, b.folder / INPUT_DIR) for b in outcomes], warehouse=db)
+                write_inputs(con, [(b.session_ids, b.folder / INPUT_DIR) for b in outcomes], db=db)
                 result.inputs_seconds = time.monotonic() - started
             say(f"{len(outcomes)} batch(es) planned from {sum(len(b.session_ids) for b in outcomes)} pending session(s)")
             crash_point("nightly:planned")
