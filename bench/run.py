@@ -159,8 +159,10 @@ def main() -> int:
     results["cp_sync_s"] = t_copy
 
     db = OUT / "bench.duckdb"
-    for p in (db, Path(str(db) + ".wal")):
-        p.unlink(missing_ok=True)
+    # The published file and everything beside it (the working file and its state), for a fresh start.
+    for p in OUT.glob(f"{db.name}*"):
+        if p.is_file():
+            p.unlink()
     pipeline = [sys.executable, "-m", "pipeline"]
     t_ingest, _ = timed([*pipeline, "ingest", str(CORPUS), "--db", str(db), "--json"], stdout=subprocess.DEVNULL)
     results["ingest_s"] = t_ingest
