@@ -76,6 +76,10 @@ def test_reference_night_lands_everything_and_reports(reference) -> None:
         assert f'<a href="{b["batch"]}/notebook.ipynb">' in report  # and linked from the report
     assert "<td>&quot;" not in report and "<td>null</td>" not in report  # table cells show text, not its repr
     assert "<td>applied</td>" in report
+    progress = json.loads((run_dir / "progress.json").read_text())  # kept in the run folder while batches ran
+    assert progress["runId"] == result["runId"]
+    assert {b["batch"]: b["status"] for b in progress["batches"]} == {b["batch"]: "finished" for b in result["batches"]}
+    assert all(b["startedAt"] and b["finishedAt"] and b["pid"] is None for b in progress["batches"])
     subjects = Corpus(tmp / "corpus").git("log", "--format=%s").splitlines()
     assert sum(s.startswith("memory: ") for s in subjects) == len(reference["files"])
     with db.reading(tmp / "w.duckdb") as con:
