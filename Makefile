@@ -64,7 +64,7 @@ eval: $(STAMP)
 	  $(BIN)/pipeline eval --gold "$(GOLD)" --db "$$scratch/eval.duckdb" --engine rules
 
 clean-data:
-	rm -rf data/warehouse.duckdb data/warehouse.duckdb.wal data/corpus data/runs
+	rm -rf data/warehouse.duckdb data/warehouse.duckdb.* data/corpus data/runs
 
 lock: $(STAMP)
 	{ echo '# Exact versions for a fresh machine (pip freeze of a working .venv). Regenerate with: make lock'; \

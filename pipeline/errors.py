@@ -10,7 +10,8 @@ from `PipelineError`, whose `exit_code` the CLI returns after printing only the 
     │       └── IncompleteArtifactError  the batch did not finish (no run.json): nothing in it may be applied
     ├── OutcomeError              1  the command ran and the outcome is negative
     │   └── NotebookError         1  a papermill notebook stopped on an exception in one of its cells
-    ├── WarehouseBusyError        1  another process holds the warehouse file
+    ├── WarehouseBusyError        1  another program holds the warehouse file for writing
+    ├── WarehouseLockedError      1  another writing command kept the write lock longer than --wait
     ├── NestedTransactionError    1  a bug: db.atomic() inside an open transaction (they do not nest)
     ├── LockedError               1  another nightly run holds the warehouse's nightly lock
     ├── CorpusError               1  git refused a corpus operation
@@ -40,6 +41,7 @@ __all__ = [
     "ToolError",
     "UsageError",
     "WarehouseBusyError",
+    "WarehouseLockedError",
 ]
 
 
@@ -62,7 +64,14 @@ class OutcomeError(PipelineError):
 
 
 class WarehouseBusyError(PipelineError):
-    """Another process holds the warehouse file."""
+    """Another program holds the warehouse file for writing (the message names it)."""
+
+    exit_code = 1
+
+
+class WarehouseLockedError(PipelineError):
+    """Another writing command held the warehouse's write lock for longer than this one would wait
+    (the message names its process)."""
 
     exit_code = 1
 

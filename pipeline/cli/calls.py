@@ -2,7 +2,7 @@
 
 Exit codes: 0 when the file was read (bad rows included: they are listed on stderr and in the
 JSON report, and kept out of the table); 2 when the file is missing, unreadable or of an unknown
-format, or the flags are wrong; 1 when the warehouse is busy.
+format, or the flags are wrong; 1 when another command kept the warehouse longer than `--wait`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 
 from pipeline.calls.conventions import FORMATS, MAPPABLE
 from pipeline.calls.importer import ImportReport, parse_mapping, read_calls, store_calls
-from pipeline.cli.main import add_db, add_json, print_json
+from pipeline.cli.main import add_db, add_json, add_wait, print_json
 from pipeline.warehouse import db
 
 # Enough to see what is wrong with a file; the JSON report always lists every problem.
@@ -40,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     add_db(p)
+    add_wait(p)
     add_json(p)
     p.set_defaults(func=cmd_import_calls)
 
@@ -49,7 +50,7 @@ def cmd_import_calls(args: argparse.Namespace) -> int:
     # Read and check the file before opening the warehouse: a typo in FILE must not create or
     # lock a warehouse.
     batch = read_calls(args.file, args.format, name=args.name, mapping=mapping)
-    with db.writing(args.db) as con:
+    with db.writing(args.db, wait=args.wait) as con:
         report = store_calls(con, batch)
     _print_problems(report)
     for warning in report.warnings:

@@ -13,6 +13,7 @@ from pipeline.cli.main import add_db, add_json, print_json
 from pipeline.consolidator import pending
 from pipeline.consolidator.artifact import Budgets
 from pipeline.consolidator.batch import parse_session_ids, run_batch
+from pipeline.consolidator.batch_input import BatchInput
 from pipeline.consolidator.context import Event
 from pipeline.consolidator.contract import check_answer_file
 from pipeline.consolidator.engine import engine_choices
@@ -34,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--sessions", action="append", metavar="ID[,ID…]", help="the batch (repeatable)")
     which.add_argument("--pending", action="store_true", help="every session with lines not yet consolidated")
+    which.add_argument("--input", metavar="DIR",
+                       help="a batch input folder (a night's <batch>/input/): consolidate its sessions from it; "
+                       "the warehouse is not opened")
     p.add_argument("--engine", choices=engine_choices(), default="auto",
                    help="auto (default): openai when OPENAI_API_KEY is set, else the offline rules")
     p.add_argument("--model", metavar="M", help="model name for the openai engine (env PIPELINE_MODEL)")
@@ -85,12 +89,14 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
             if args.json:
                 print_json({"outcome": None, "reason": "no pending sessions", "outDir": None, "sessionIds": []})
             return 0
+    elif args.input:
+        ids = list(BatchInput.load(args.input).session_ids)
     else:
         ids = parse_session_ids(args.sessions)
     budgets = {k: getattr(args, k) for k in ("max_tool_calls", "max_submits", "max_tokens", "max_seconds")}
     result = run_batch(
-        ids, db=args.db, engine=args.engine, model=args.model, base_url=args.base_url, out_dir=args.out,
-        runs=args.runs, budgets=budgets, run_id=args.run_id, batch_id=args.batch_id,
+        ids, db=args.db, batch_input=args.input, engine=args.engine, model=args.model, base_url=args.base_url,
+        out_dir=args.out, runs=args.runs, budgets=budgets, run_id=args.run_id, batch_id=args.batch_id,
         max_retries=args.max_retries, timeout=args.timeout, on_event=_progress,
     )
     if args.json:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from pipeline import config
-from pipeline.cli.main import add_db, add_json, print_json
+from pipeline.cli.main import add_db, add_json, add_wait, print_json
 from pipeline.corpus import apply as apply_mod
 from pipeline.corpus import review
 from pipeline.errors import UsageError
@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--confidence-floor", type=float, default=apply_mod.tasks.CONFIDENCE_FLOOR, metavar="X",
                    help="commitments below this confidence are dropped (default %(default)s)")
     add_db(p)
+    add_wait(p)
     _add_corpus(p)
     add_json(p)
     p.set_defaults(func=cmd_apply)
@@ -49,13 +50,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("task_id", nargs="?", metavar="ID", help="a task id from the listing, e.g. task-3ed08e4328")
     p.add_argument("--all", action="store_true", help="list tasks in every status, not only open ones")
     add_db(p)
+    add_wait(p)
     _add_corpus(p)
     add_json(p)
     p.set_defaults(func=cmd_tasks)
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    result = apply_mod.apply(args.artifact, db=args.db, corpus=args.corpus, confidence_floor=args.confidence_floor)
+    with db.write_session(args.db, wait=args.wait):
+        result = apply_mod.apply(args.artifact, db=args.db, corpus=args.corpus, confidence_floor=args.confidence_floor)
     if args.json:
         print_json(result.to_json())
     else:
@@ -110,8 +113,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         return 0
     if not args.task_id:
         raise UsageError(f"`pipeline tasks {args.action}` needs a task ID (see `pipeline tasks`)")
-    entry = review.set_status(args.task_id, {"confirm": "confirmed", "reject": "rejected", "done": "done"}[args.action],
-                              db=args.db, corpus=args.corpus)
+    with db.write_session(args.db, wait=args.wait):
+        entry = review.set_status(args.task_id, {"confirm": "confirmed", "reject": "rejected", "done": "done"}[args.action],
+                                  db=args.db, corpus=args.corpus)
     if args.json:
         print_json(entry)
     elif entry.get("unchanged"):

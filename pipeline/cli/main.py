@@ -72,6 +72,25 @@ def add_db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="FILE", help="warehouse file (default data/warehouse.duckdb, env PIPELINE_DB)")
 
 
+def add_wait(parser: argparse.ArgumentParser) -> None:
+    """`--wait SECONDS` for a verb that writes the warehouse (while another writing command runs)."""
+    parser.add_argument(
+        "--wait", type=non_negative_float, default=600.0, metavar="SECONDS",
+        help="while another command writes the warehouse, wait this long for it (default 600), then stop "
+        "with exit 1 naming it; 0 stops at once",
+    )
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} must be 0 or more")
+    return value
+
+
 def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
 

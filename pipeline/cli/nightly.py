@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from pipeline import config
-from pipeline.cli.main import add_db, add_json, positive_int, print_json
+from pipeline.cli.main import add_db, add_json, add_wait, positive_int, print_json
 from pipeline.consolidator.engine import engine_choices
 from pipeline.nightly import driver as nightly
 
@@ -37,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument(f"--{name}", type=float if name == "max-seconds" else int, metavar="N",
                        help="per-batch budget (default: the engine's)")
     add_db(p)
+    add_wait(p)
     p.add_argument("--corpus", metavar="DIR", help="memory corpus (default data/corpus, env PIPELINE_CORPUS)")
     p.add_argument("--runs", metavar="DIR", help="run folders (default data/runs, env PIPELINE_RUNS)")
     add_json(p)
@@ -47,7 +48,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     opts = nightly.NightlyOptions(
         sources=args.source, engine=args.engine, parallel=args.parallel, date=args.date, report=not args.no_report,
         db=args.db, corpus=args.corpus, runs=args.runs, model=args.model, base_url=args.base_url,
-        max_sessions=args.max_sessions, max_bytes=args.max_bytes, cutover=args.cutover,
+        max_sessions=args.max_sessions, max_bytes=args.max_bytes, cutover=args.cutover, wait=args.wait,
         budgets={k: getattr(args, k) for k in ("max_tool_calls", "max_submits", "max_tokens", "max_seconds")},
     )
     result = nightly.run_nightly(opts)

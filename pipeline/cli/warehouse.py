@@ -9,7 +9,7 @@ import shlex
 import sys
 from typing import Any
 
-from pipeline.cli.main import add_db, add_json, print_json
+from pipeline.cli.main import add_db, add_json, add_wait, print_json
 from pipeline.consolidator import tools
 from pipeline.display import plain
 from pipeline.errors import UsageError
@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="transcript files or folders (every *.jsonl below)")
     add_db(p)
+    add_wait(p)
     add_json(p)
     p.set_defaults(func=cmd_ingest)
 
@@ -97,7 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from pipeline.warehouse import ingest  # numpy and pyarrow: only ingest needs them
 
-    with db.writing(args.db) as con:
+    with db.writing(args.db, wait=args.wait) as con:
         report = ingest.ingest(con, args.paths, progress=not args.json)
     for warning in report.warnings:
         sys.stderr.write(f"warning: {warning}\n")

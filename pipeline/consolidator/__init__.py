@@ -4,9 +4,10 @@ Owns: `tools` (list_sessions, search_transcript, read_lines), `toolbox` (those t
 sees them), `contract` and `quotes` (the answer contract; where a quote is verified), `engine`
 (the engine registry), `context` (what an engine is given and hands back), `agent` (the LLM engine), `rules`,
 `error_shapes` and `commitments` (the offline engine), `artifact` (the batch folder's files),
+`batch_input` (a batch's input, the files a running batch reads instead of the warehouse),
 `batch` (one batch end to end), `prompts` (loading the system prompt), `pending` (which sessions a
 night offers), `notebook_views` (the consolidate notebook's tables).
 
 May import: `pipeline.warehouse`, `pipeline.anchoring` and the cross-cutting top-level modules.
-It never writes the warehouse.
+It never writes the warehouse, and a running batch does not read it either: only its input folder.
 """

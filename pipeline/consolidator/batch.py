@@ -1,9 +1,12 @@
 """One consolidation batch: choose the engine, run it, write the artifact folder.
 
 `run_batch` is what the CLI verb `pipeline consolidate` and the consolidate notebook both call. It
-opens the warehouse read-only and only briefly, writes nothing but the batch's artifact folder
-(`pipeline.consolidator.artifact`), and returns a `BatchResult`. Applying the folder to the corpus and the
-warehouse is `apply`'s job, later and elsewhere.
+reads the batch's input folder (`pipeline.consolidator.batch_input`: the nightly planner writes it;
+given a warehouse instead, run_batch first copies the batch's sessions out of it, read-only and
+briefly, into `<out_dir>/input/`), writes nothing but the batch's artifact folder
+(`pipeline.consolidator.artifact`), and returns a `BatchResult`. Once the input is written the
+warehouse is never opened again. Applying the folder to the corpus and the warehouse is `apply`'s
+job, later and elsewhere.
 """
 
 from __future__ import annotations
@@ -38,12 +41,12 @@ from pipeline.consolidator.artifact import (
     write_json,
     write_jsonl,
 )
+from pipeline.consolidator.batch_input import INPUT_DIR, BatchInput, snapshot
 from pipeline.consolidator.context import BatchContext, EngineResult, EventSink, Recorder, utc_now
 from pipeline.consolidator.contract import Answer
 from pipeline.consolidator.engine import EngineOptions, Prepared, get_engine, resolve_engine
 from pipeline.errors import PipelineError, ToolError, UsageError
 from pipeline.faults import crash_point
-from pipeline.warehouse import db as warehouse
 
 if TYPE_CHECKING:  # the openai client is imported only when the LLM engine runs: it is slow to load
     from openai import OpenAI
@@ -54,6 +57,7 @@ __all__ = [
     "default_out_dir",
     "new_run_id",
     "parse_session_ids",
+    "prepare_input",
     "run_batch",
 ]
 
@@ -137,8 +141,8 @@ def _ids_from_layout(out_dir: Path) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _manifest_sessions(db: str | Path | None, session_ids: Sequence[str]) -> list[ManifestSession]:
-    with warehouse.reading(db) as con:
+def _manifest_sessions(source: BatchInput, session_ids: Sequence[str]) -> list[ManifestSession]:
+    with source.reading() as con:
         try:
             entries = tools.list_sessions(con, list(session_ids))
         except ToolError as exc:
@@ -173,6 +177,7 @@ def run_batch(
     session_ids: str | Sequence[str],
     *,
     db: str | Path | None = None,
+    batch_input: str | os.PathLike[str] | None = None,
     engine: str = "auto",
     model: str | None = None,
     base_url: str | None = None,
@@ -192,7 +197,9 @@ def run_batch(
     `engine` is auto or a name of `pipeline.consolidator.engine.ENGINES` (built in: rules, openai;
     auto: openai when OPENAI_API_KEY is set, else rules).
     `model`, `base_url` and the key fall back to PIPELINE_MODEL, OPENAI_BASE_URL and
-    OPENAI_API_KEY. `out_dir` is the batch folder itself; by default it is
+    OPENAI_API_KEY. `batch_input` is the folder the nightly planner wrote the batch's input to; without
+    it the sessions are copied from the warehouse `db` into `<out_dir>/input/` first, and only then is
+    the batch run (from that copy). `out_dir` is the batch folder itself; by default it is
     `<runs>/<YYYY-MM-DD>/<run-id>/<batch-id>/`. `budgets` is a Budgets or a mapping of its fields
     (None keeps a default); `max_retries` (0 or more) and `timeout` (seconds, above 0) apply to each
     model request. `on_event` receives progress events (tool calls, model calls, submissions) as
@@ -212,7 +219,7 @@ def run_batch(
     prepared = get_engine(chosen)(EngineOptions(
         model=model, base_url=base_url, api_key=key, max_retries=max_retries, timeout=timeout, client=client))
     started_at = utc_now()
-    sessions = _manifest_sessions(db, ids)
+    source = prepare_input(ids, batch_input=batch_input) if batch_input is not None else None
 
     folder = Path(out_dir) if out_dir is not None else None
     layout_run, layout_batch = _ids_from_layout(folder) if folder is not None else (None, None)
@@ -221,6 +228,9 @@ def run_batch(
     folder = folder or default_out_dir(run_id, batch_id, f"{started_at:%Y-%m-%d}", runs)
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--out {folder} is a file; name a folder for the batch's artifact")
+    if source is None:
+        source = prepare_input(ids, db=db, out_dir=folder)
+    sessions = _manifest_sessions(source, ids)
     folder.mkdir(parents=True, exist_ok=True)
     removed = clear_artifact(folder)
 
@@ -233,7 +243,7 @@ def run_batch(
     crash_point(f"consolidate:{batch_id}")
 
     ctx = BatchContext(
-        run_id=run_id, batch_id=batch_id, db=db, session_ids=tuple(ids), budgets=limits,
+        run_id=run_id, batch_id=batch_id, source=source, session_ids=tuple(ids), budgets=limits,
         new_from_line={s.session_id: s.new_from_line for s in sessions}, on_event=on_event,
     )
     if removed:
@@ -242,6 +252,31 @@ def run_batch(
     recorder = Recorder(run_id=run_id, batch_id=batch_id)
     result = _run_engine(prepared, ctx, recorder)
     return _finish(folder, manifest, ctx, recorder, result, started_at)
+
+
+def prepare_input(
+    session_ids: str | Sequence[str],
+    *,
+    db: str | Path | None = None,
+    batch_input: str | os.PathLike[str] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+) -> BatchInput:
+    """The batch's input: the folder `batch_input` (as the nightly planner wrote it), or else a copy of
+    the sessions taken from the warehouse `db` into `<out_dir>/input/` now.
+
+    Sessions the input or the warehouse does not hold are refused (UsageError) before anything is written.
+    """
+    ids = parse_session_ids(session_ids)
+    if batch_input is not None:
+        source = BatchInput.load(batch_input)
+        source.check(ids)
+        return source
+    if out_dir is None:
+        raise UsageError("give the batch an out_dir to copy its input into, or an existing batch_input folder")
+    try:
+        return snapshot(db, ids, Path(out_dir) / INPUT_DIR)
+    except ToolError as exc:
+        raise UsageError(f"{exc}; `pipeline sessions` lists the sessions in the warehouse") from None
 
 
 def _run_engine(prepared: Prepared, ctx: BatchContext, recorder: Recorder) -> EngineResult:

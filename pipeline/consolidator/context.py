@@ -13,7 +13,6 @@ import datetime as dt
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import JsonValue
@@ -27,6 +26,7 @@ from pipeline.consolidator.artifact import (
     ToolCallRow,
     touched_sessions,
 )
+from pipeline.consolidator.batch_input import BatchInput
 from pipeline.consolidator.contract import Answer, Problem
 
 __all__ = ["BatchContext", "EngineResult", "Event", "EventKind", "EventSink", "Recorder", "utc_now"]
@@ -52,11 +52,11 @@ EventSink = Callable[[Event], None]
 
 @dataclass
 class BatchContext:
-    """The batch an engine works on. `db` is a path: engines open short read-only connections."""
+    """The batch an engine works on. `source` is the batch's input folder: engines read only that."""
 
     run_id: str
     batch_id: str
-    db: str | Path | None
+    source: BatchInput
     session_ids: tuple[str, ...]
     budgets: Budgets
     new_from_line: dict[str, int] = field(default_factory=dict)

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from pipeline.consolidator import tools
-from pipeline.warehouse import db as warehouse
+from pipeline.consolidator.batch_input import BatchInput
 
 
-def manifest_table(session_ids: list[str], db: str | Path | None) -> pl.DataFrame:
-    with warehouse.reading(db) as con:
+def manifest_table(session_ids: list[str], source: BatchInput) -> pl.DataFrame:
+    """The batch as list_sessions shows it, from the batch's input."""
+    with source.reading() as con:
         entries = tools.list_sessions(con, session_ids)
     return pl.DataFrame([
         {k: e[k] for k in ("sessionId", "slug", "firstAt", "lastAt", "prompts", "turns", "lineCount", "sizeBytes", "newFromLine")}

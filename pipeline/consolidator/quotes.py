@@ -11,9 +11,10 @@ line of a session when it appears, character for character, in one of:
 A line that does not parse as JSON only offers its raw text. Nothing is normalised: whitespace and
 case must match exactly.
 
-Two implementations of `QuoteIndex` share that rule: `WarehouseQuotes` reads the `lines` table of
-the DuckDB warehouse (transcripts can be megabytes, single lines over a megabyte), and `MemoryQuotes`
-holds lines in a dict for tests and small tools.
+Two implementations of `QuoteIndex` share that rule: `WarehouseQuotes` reads a `lines` table through
+DuckDB (transcripts can be megabytes, single lines over a megabyte): a running batch checks quotes
+against its input folder (`pipeline.consolidator.batch_input`), and `apply` checks them again against
+the warehouse; `MemoryQuotes` holds lines in a dict for tests and small tools.
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ class MemoryQuotes:
 
 
 class WarehouseQuotes:
-    """A QuoteIndex over the warehouse's `lines(session_id, line_no, text)` table.
+    """A QuoteIndex over a `lines(session_id, line_no, text)` table: the warehouse's, or a batch input's.
 
     Lines are narrowed in SQL before Python looks at them: first the quote itself as a substring of
     the raw text, then (for quotes that only match once JSON is decoded) the quote's longest run of

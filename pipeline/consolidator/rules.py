@@ -3,7 +3,7 @@
 No model and no network. It reads every session of the batch (one `scan` entry per session in the
 tool log, every scanned session named in readSessionIds) and reports recurring error shapes
 (`pipeline.consolidator.error_shapes`) and first-person commitments (`pipeline.consolidator.commitments`). Everything is
-deterministic: same warehouse, same batch, same answer. The answer goes through the same contract
+deterministic: same batch input, same answer. It reads the batch's input folder, never the warehouse. The answer goes through the same contract
 as a model's; a quote the checker would not find is dropped before submission rather than allowed
 to refuse the whole answer.
 """
@@ -21,7 +21,6 @@ from pipeline.consolidator.context import BatchContext, EngineResult, Recorder, 
 from pipeline.consolidator.contract import check_answer
 from pipeline.consolidator.error_shapes import ToolResult, find_error_patterns, pattern_candidate
 from pipeline.consolidator.quotes import WarehouseQuotes
-from pipeline.warehouse import db
 
 __all__ = ["BatchText", "build_answer", "read_batch", "run_rules"]
 
@@ -99,8 +98,8 @@ def _drop_unquotable(answer: dict[str, Any], quotes: WarehouseQuotes) -> dict[st
 def run_rules(ctx: BatchContext, recorder: Recorder) -> EngineResult:
     """Scan every session of the batch, build the answer, and check it with the contract."""
     ctx.emit("engine", f"engine rules: scanning {len(ctx.session_ids)} session(s), no model involved")
-    # No model to wait on, so one read-only connection for the whole (short) scan.
-    with db.reading(ctx.db) as con:
+    # No model to wait on, so one connection to the batch's input for the whole (short) scan.
+    with ctx.source.reading() as con:
         at = utc_now()
         text = read_batch(con, ctx.session_ids)
         for sid in ctx.session_ids:

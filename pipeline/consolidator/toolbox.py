@@ -6,8 +6,9 @@ JSON, a missing or unknown argument, an unknown tool, a session outside the batc
 of those come back as `{"error": ...}` results the model can read and act on (DESIGN.md, "The three
 tools"). Results are data: the tool's JSON and nothing spliced around it.
 
-Each call opens its own short read-only connection, so no connection is held while the model thinks
-and the nightly writer is blocked as little as possible.
+The tools read the batch's input folder (`pipeline.consolidator.batch_input`), never the warehouse:
+each call opens its own in-memory connection over those files, so nothing is held while the model
+thinks.
 """
 
 from __future__ import annotations
@@ -15,18 +16,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import duckdb
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from pipeline.consolidator import tools
+from pipeline.consolidator.batch_input import BatchInput
 from pipeline.consolidator.contract import CheckResult, check_answer
 from pipeline.consolidator.prompts import TOOL_NAMES
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.errors import PipelineError
-from pipeline.warehouse import db as warehouse
 
 __all__ = ["BatchTools", "ToolOutcome", "error_result", "parse_arguments"]
 
@@ -103,8 +103,8 @@ def _validation_message(name: str, exc: ValidationError) -> str:
 class BatchTools:
     """list_sessions, search_transcript, read_lines and submit_answer for the sessions of one batch."""
 
-    def __init__(self, db: str | Path | None, session_ids: Sequence[str]) -> None:
-        self.db = db
+    def __init__(self, source: BatchInput, session_ids: Sequence[str]) -> None:
+        self.source = source
         self.session_ids = tuple(session_ids)
         self._allowed = frozenset(self.session_ids)
 
@@ -124,7 +124,7 @@ class BatchTools:
             return ToolOutcome(error_result(_validation_message(name, exc)), False, session_id, arguments)
         try:
             result = self._read(lambda con: self._run(con, name, parsed))
-        except PipelineError as exc:  # ToolError (bad session, bad range, empty phrase) or a busy file
+        except PipelineError as exc:  # ToolError (bad session, bad range, empty phrase) or an unreadable input
             return ToolOutcome(error_result(str(exc)), False, session_id, arguments)
         return ToolOutcome(json.dumps(result, ensure_ascii=False), True, session_id, arguments)
 
@@ -138,10 +138,10 @@ class BatchTools:
 
     def _read(self, work: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
         try:
-            with warehouse.reading(self.db) as con:
+            with self.source.reading() as con:
                 return work(con)
         except duckdb.Error as exc:
-            raise PipelineError(f"the warehouse could not be read ({exc}); try the call again") from exc
+            raise PipelineError(f"the batch's input could not be read ({exc}); try the call again") from exc
 
     def _run(self, con: duckdb.DuckDBPyConnection, name: str, args: _Args) -> Any:
         if isinstance(args, _SearchArgs):

@@ -1,6 +1,8 @@
 """The three transcript tools: pure functions over the warehouse with bounded, JSON-ready output.
 
-The consolidator's model, the CLI and notebooks all call these. Every limit below is also stated in
+They take a connection on which the warehouse's tables can be queried: the warehouse itself (the
+CLI and notebooks), or a batch's input folder (`pipeline.consolidator.batch_input`, what a running
+batch reads instead of the warehouse). The consolidator's model, the CLI and notebooks all call these. Every limit below is also stated in
 the tool descriptions the model reads (prompts/tools.json), so change both together.
 """
 

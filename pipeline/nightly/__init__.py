@@ -1,10 +1,10 @@
 """The nightly job: ingest, plan, run batches through papermill, apply, report.
 
 Owns: `driver` (one night end to end), `planner` (batches of pending sessions), `lock` (one night
-at a time per warehouse), `kernels` (every papermill command line, running it with the kernel-start
-retry, the failing cell of an executed notebook), `report` (the night's HTML report), `evaluate`
-(an engine run over labelled sessions, batched as a night would, and scored against a gold file:
-`pipeline eval`).
+at a time per warehouse), `progress` (where the batches are, kept in the run folder), `kernels`
+(every papermill command line, running it with the kernel-start retry, the failing cell of an
+executed notebook), `report` (the night's HTML report), `evaluate` (an engine run over labelled
+sessions, batched as a night would, and scored against a gold file: `pipeline eval`).
 
 May import: every stage below the CLI (`corpus`, `consolidator`, `warehouse`, `cache`, `calls`,
 `anchoring`) and the cross-cutting top-level modules.

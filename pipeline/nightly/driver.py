@@ -1,8 +1,21 @@
 """`pipeline nightly`: ingest, plan, run one papermill notebook per batch, apply, report.
 
-The driver is the only process that writes the warehouse, and it never holds it open while batches
-run (they read it read-only). Every step is safe to interrupt: a re-run of the same command first
-lands any batch that finished before the interruption, then offers whatever is still pending.
+The driver is the only process of the night that writes the warehouse, and it writes it only when
+no batch process is alive. A night has three steps:
+
+1. Holding the warehouse's write lock (`pipeline.warehouse.db.write_session`: the private working
+   file, published when the step ends): ingest the sources, land what an interrupted night left
+   behind, plan the batches, and write each batch's input into its folder (`<batch>/input/`, see
+   `pipeline.consolidator.batch_input`). The publish at the end lets analysts see tonight's
+   sessions while the batches run.
+2. Without the lock: run the batch notebooks, `--parallel` at a time. They read only their input
+   folders, never the warehouse, and the driver keeps its progress in the run folder
+   (`progress.json`, `pipeline.nightly.progress`); other writing commands may run meanwhile.
+3. Holding the write lock again (waiting up to `--wait` seconds for it): land each batch
+   (`apply`), record the run, publish; then the report, which reads the published warehouse.
+
+Every step is safe to interrupt: a re-run of the same command first lands any batch that finished
+before the interruption, then offers whatever is still pending.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline import config
 from pipeline.consolidator import pending
 from pipeline.consolidator.batch import new_run_id
+from pipeline.consolidator.batch_input import INPUT_DIR, discard, write_inputs
 from pipeline.consolidator.engine import resolve_engine
 from pipeline.corpus import apply as apply_mod
 from pipeline.errors import ReportError, UsageError
@@ -39,8 +53,10 @@ from pipeline.nightly.kernels import (
     run_papermill,
 )
 from pipeline.nightly.lock import nightly_lock
+from pipeline.nightly.progress import Progress
 from pipeline.warehouse import db as warehouse
 from pipeline.warehouse import ingest
+from pipeline.warehouse.db import WRITE_WAIT_SECONDS
 
 REPO = config.REPO
 CONSOLIDATE_NOTEBOOK = config.NOTEBOOKS / "consolidate.ipynb"
@@ -66,6 +82,7 @@ class NightlyOptions(BaseModel):
     max_bytes: int = Field(default=planner.MAX_BYTES, ge=1)
     budgets: dict[str, Any] = Field(default_factory=dict)
     batch_timeout: float = 3600.0
+    wait: float = Field(default=WRITE_WAIT_SECONDS, ge=0)  # seconds to wait for the write lock
     cutover: str | None = None  # the day date anchoring was deployed, for the cache report
 
 
@@ -76,6 +93,7 @@ class BatchOutcome:
     folder: Path
     status: str = "planned"  # applied | refused | no-answer | failed
     reason: str | None = None
+    started_at: dt.datetime | None = None
     seconds: float | None = None
     memories: int = 0
     linked: int = 0
@@ -105,6 +123,9 @@ class NightResult:
     seconds: float = 0.0
 
     report_failed: bool = False
+    # What concurrent use costs this night: publishing the working file, and writing the batch inputs.
+    publish_seconds: float = 0.0
+    inputs_seconds: float = 0.0
 
     @property
     def exit_code(self) -> int:
@@ -116,7 +137,9 @@ class NightResult:
             "runDir": str(self.run_dir), "ingest": self.ingest_summary,
             "recovered": [b.row() for b in self.recovered], "batches": [b.row() for b in self.batches],
             "pendingAfter": self.pending_after, "report": str(self.report) if self.report else None,
-            "reportNote": self.report_note, "seconds": round(self.seconds, 2), "exitCode": self.exit_code,
+            "reportNote": self.report_note, "seconds": round(self.seconds, 2),
+            "publishSeconds": round(self.publish_seconds, 2), "inputsSeconds": round(self.inputs_seconds, 2),
+            "exitCode": self.exit_code,
         }
 
 
@@ -150,70 +173,81 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
     with nightly_lock(db, run_id) as lock:
         if lock.previous and lock.previous.get("runId"):
             say(f"taking over from interrupted run {lock.previous['runId']} (pid {lock.previous.get('pid')} is gone)")
-        with warehouse.writing(db) as con:
-            for earlier, why in mark_interrupted(con, run_id, lock.previous):
-                say(f"run {earlier} is marked interrupted: {why}")
-            if opts.sources:
-                report = ingest.ingest(con, opts.sources, progress=True)
-                for w in report.warnings:
-                    say(f"warning: {w}")
-                result.ingest_summary = report.summary()
-                say(f"ingested {result.ingest_summary}")
-            con.execute(
-                "INSERT INTO runs (run_id, started_at, engine, model, status, details) VALUES (?, ?, ?, ?, 'running', ?)",
-                [run_id, dt.datetime.now(dt.UTC), engine, opts.model, json.dumps({"day": day, "sources": opts.sources})],
-            )
+        recorded = False
         try:
-            _night(result, opts, db, runs_root, run_dir, engine, lock, say, t0)
+            with warehouse.write_session(db, wait=opts.wait, say=say) as session:
+                with warehouse.writing(db) as con:
+                    for earlier, why_ in mark_interrupted(con, run_id, lock.previous):
+                        say(f"run {earlier} is marked interrupted: {why_}")
+                    if opts.sources:
+                        report = ingest.ingest(con, opts.sources, progress=True)
+                        for w in report.warnings:
+                            say(f"warning: {w}")
+                        result.ingest_summary = report.summary()
+                        say(f"ingested {result.ingest_summary}")
+                    con.execute(
+                        "INSERT INTO runs (run_id, started_at, engine, model, status, details) VALUES (?, ?, ?, ?, 'running', ?)",
+                        [run_id, dt.datetime.now(dt.UTC), engine, opts.model, json.dumps({"day": day, "sources": opts.sources})],
+                    )
+                recorded = True
+                crash_point("nightly:ingested")
+
+                result.recovered = _land_leftovers(db, runs_root, opts, say)
+                crash_point("nightly:recovered")
+
+                plan = _plan(db, opts)
+                run_dir.mkdir(parents=True, exist_ok=True)
+                outcomes = [BatchOutcome(b.batch_id, b.session_ids, run_dir / b.batch_id) for b in plan]
+                with warehouse.writing(db) as con:
+                    for b in outcomes:
+                        con.execute(
+                            "INSERT INTO batches (run_id, batch_id, status, sessions, artifact_dir) VALUES (?, ?, 'planned', ?, ?)",
+                            [run_id, b.batch_id, b.session_ids, str(b.folder.absolute())],
+                        )
+                    # Then their inputs, in one pass over the lines. Killed before they are all written,
+                    # the batches never ran: the next night marks them failed, removes what was
+                    # written, and plans their sessions again.
+                    started = time.monotonic()
+                    write_inputs(con, [(b.session_ids, b.folder / INPUT_DIR) for b in outcomes], db=db)
+                    result.inputs_seconds = time.monotonic() - started
+                say(f"{len(outcomes)} batch(es) planned from {sum(len(b.session_ids) for b in outcomes)} pending session(s)")
+                crash_point("nightly:planned")
+            # Published: analysts now see tonight's sessions. No lock is held while the batches run.
+            result.publish_seconds += session.publish_seconds
+
+            _run_batches(outcomes, engine, run_id, db, opts, lock, say)
+            crash_point("nightly:batches-done")
+
+            with warehouse.write_session(db, wait=opts.wait, say=say) as session:
+                for b in outcomes:
+                    _land(b, db, opts, run_id, say)
+                    crash_point("nightly:between-applies")
+                result.batches = outcomes
+
+                with warehouse.reading(db) as con:
+                    result.pending_after = len(pending.pending_ids(con))
+                # Until its report is written a run is `reporting`, never `done`: a night stopped during
+                # the report step is then found interrupted, not finished without a report.
+                _finish_run(db, result, t0, reporting=opts.report)
+            result.publish_seconds += session.publish_seconds
+            if opts.report:
+                crash_point("nightly:report")
+                result.report, result.report_note = _report(run_id, run_dir, db, opts, say)
+                result.report_failed = result.report is None
+                with warehouse.write_session(db, wait=opts.wait, say=say) as session:
+                    _finish_run(db, result, t0)
+                result.publish_seconds += session.publish_seconds
         except KeyboardInterrupt:
             # Ctrl-C: say so now; a kill -9 leaves `running`, and the next run marks it interrupted.
-            _stop(db, run_id, "interrupted", "stopped by Ctrl-C (KeyboardInterrupt) before it finished")
+            if recorded:
+                _stop(db, run_id, "interrupted", "stopped by Ctrl-C (KeyboardInterrupt) before it finished")
             raise
         except Exception as exc:
-            _stop(db, run_id, "failed", f"stopped by an error: {type(exc).__name__}: {exc}")
+            if recorded:
+                _stop(db, run_id, "failed", f"stopped by an error: {type(exc).__name__}: {exc}")
             raise
     return result
 
-
-def _night(result: NightResult, opts: NightlyOptions, db: Path, runs_root: Path, run_dir: Path, engine: str,
-           lock: Any, say: Say, t0: float) -> None:
-    """Everything after the run is recorded: recover, plan, run and land batches, report."""
-    run_id = result.run_id
-    crash_point("nightly:ingested")
-
-    result.recovered = _land_leftovers(db, runs_root, opts, say)
-    crash_point("nightly:recovered")
-
-    plan = _plan(db, opts)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    outcomes = [BatchOutcome(b.batch_id, b.session_ids, run_dir / b.batch_id) for b in plan]
-    with warehouse.writing(db) as con:
-        for b in outcomes:
-            con.execute(
-                "INSERT INTO batches (run_id, batch_id, status, sessions, artifact_dir) VALUES (?, ?, 'planned', ?, ?)",
-                [run_id, b.batch_id, b.session_ids, str(b.folder.absolute())],
-            )
-    say(f"{len(outcomes)} batch(es) planned from {sum(len(b.session_ids) for b in outcomes)} pending session(s)")
-    crash_point("nightly:planned")
-
-    _run_batches(outcomes, engine, run_id, db, opts, lock, say)
-    crash_point("nightly:batches-done")
-
-    for b in outcomes:
-        _land(b, db, opts, run_id, say)
-        crash_point("nightly:between-applies")
-    result.batches = outcomes
-
-    with warehouse.reading(db) as con:
-        result.pending_after = len(pending.pending_ids(con))
-    # Until its report is written a run is `reporting`, never `done`: a night stopped during the
-    # report step is then found interrupted, not finished without a report.
-    _finish_run(db, result, t0, reporting=opts.report)
-    if opts.report:
-        crash_point("nightly:report")
-        result.report, result.report_note = _report(run_id, run_dir, db, opts, say)
-        result.report_failed = result.report is None
-        _finish_run(db, result, t0)
 
 
 def run_status(result: NightResult, *, reporting: bool = False) -> str:
@@ -305,6 +339,7 @@ def _land_leftovers(db: Path, runs_root: Path, opts: NightlyOptions, say: Say) -
         else:
             out.status, out.reason = "failed", "interrupted before its notebook finished; its sessions are planned again"
             _mark(db, run_id, out)
+            discard(out.folder)
         landed.append(out)
     return landed
 
@@ -319,9 +354,11 @@ def _plan(db: Path, opts: NightlyOptions) -> list[planner.PlannedBatch]:
 
 # -- batches ---------------------------------------------------------------------------------------------
 def batch_parameters(b: BatchOutcome, engine: str, db: Path, opts: NightlyOptions) -> dict[str, Parameter]:
-    """The consolidate notebook's parameters for one batch (INTERFACES.md names them)."""
-    params: dict[str, Parameter] = {"db": str(db.absolute()), "session_ids": ",".join(b.session_ids),
-                                    "engine": engine, "out_dir": str(b.folder.absolute())}
+    """The consolidate notebook's parameters for one batch (INTERFACES.md names them). No `db`: the
+    batch reads only its input folder, never the warehouse."""
+    params: dict[str, Parameter] = {"batch_input": str((b.folder / INPUT_DIR).absolute()),
+                                    "session_ids": ",".join(b.session_ids), "engine": engine,
+                                    "out_dir": str(b.folder.absolute())}
     if opts.model:
         params["model"] = opts.model
     if opts.base_url:
@@ -357,6 +394,8 @@ def _run_batches(outcomes: list[BatchOutcome], engine: str, run_id: str, db: Pat
 def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str, db: Path, opts: NightlyOptions,
                          lock: Any, say: Say, advance: Callable[[], None]) -> None:
     queue = list(outcomes)
+    progress = Progress(outcomes[0].folder.parent, run_id, [(b.batch_id, len(b.session_ids)) for b in outcomes])
+    progress.write()
     running: dict[int, tuple[subprocess.Popen, BatchOutcome, float, Any]] = {}
     env = {**os.environ, "PIPELINE_RUN_ID": run_id, "PYTHONUNBUFFERED": "1"}
     done = 0
@@ -371,7 +410,8 @@ def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str,
                                         stderr=subprocess.STDOUT, start_new_session=True)
                 lock.add_group(proc.pid)
                 running[proc.pid] = (proc, b, time.monotonic(), log)
-                _mark(db, run_id, b, "running")
+                b.started_at = b.started_at or dt.datetime.now(dt.UTC)
+                progress.started(b.batch_id, proc.pid)
                 say(f"batch {b.batch_id}: started ({len(b.session_ids)} sessions)")
                 crash_point("nightly:batch-started")
             time.sleep(0.1)
@@ -394,6 +434,7 @@ def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str,
                     retries[b.batch_id] = retries.get(b.batch_id, 0) + 1
                     log_path.replace(b.folder / f"papermill.attempt{retries[b.batch_id]}.log")
                     queue.insert(0, b)
+                    progress.update(b.batch_id, status="planned", pid=None)
                     say(f"batch {b.batch_id}: its kernel did not start; starting it again")
                     continue
                 done += 1
@@ -406,6 +447,7 @@ def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str,
                         b.error = failure.to_json()
                         b.reason = str(failure)[:300]
                     b.reason = b.reason or _notebook_error(log_path)
+                progress.ended(b.batch_id, failed=b.status == "failed", seconds=b.seconds, reason=b.reason)
                 say(f"batch {b.batch_id}: notebook finished in {elapsed:.1f} s ({done}/{len(outcomes)})"
                     + (f" — failed: {b.reason}" if b.status == "failed" else ""))
     except BaseException:
@@ -431,13 +473,13 @@ def _notebook_error(log: Path) -> str:
 
 def _mark(db: Path, run_id: str, b: BatchOutcome, status: str | None = None) -> None:
     details = json.dumps({"error": b.error}) if b.error else None
+    now = dt.datetime.now(dt.UTC)
     with warehouse.writing(db) as con:
         con.execute(
             "UPDATE batches SET status = ?, reason = ?, started_at = coalesce(started_at, ?), "
             "finished_at = CASE WHEN ? IN ('failed') THEN ? ELSE finished_at END, details = coalesce(?, details) "
             "WHERE run_id = ? AND batch_id = ?",
-            [status or b.status, b.reason, dt.datetime.now(dt.UTC), status or b.status, dt.datetime.now(dt.UTC),
-             details, run_id, b.batch_id],
+            [status or b.status, b.reason, b.started_at or now, status or b.status, now, details, run_id, b.batch_id],
         )
 
 
@@ -454,6 +496,10 @@ def _land(b: BatchOutcome, db: Path, opts: NightlyOptions, run_id: str, say: Say
                                                     len(r.watermarked), r.tasks)
     if r.status == "already-applied":
         b.reason = "landed earlier"
+    # Its artifact says what the batch did: the input goes (the warehouse holds all of it). Only a
+    # batch whose notebook failed keeps its input, to be looked at or run again by hand
+    # (pipeline consolidate --input FOLDER/input).
+    discard(b.folder)
     say(f"batch {b.batch_id}: {b.status}" + (f" ({b.reason})" if b.reason and b.status != "applied" else "")
         + f"; {b.memories} memories, {b.linked} linked, {b.watermarked} sessions watermarked")
 

@@ -1,27 +1,29 @@
 """One nightly run per warehouse.
 
-The lock is an flock on `<warehouse>.nightly.lock`, held for the whole run: the kernel releases it
-when the holder dies, however it dies, so a lock that can be taken is by definition stale. The file
-also says who holds it (pid, command, start time) and which process groups the run started for its
-batches; a run that takes over a stale lock first ends those groups if they are still alive.
+The lock is a `pipeline.warehouse.lock.HolderLock` on `<warehouse>.nightly.lock`, held for the whole
+run: the kernel releases it when the holder dies, however it dies, so a lock that can be taken is by
+definition stale. The file also says who holds it (pid, command, start time, run id) and which
+process groups the run started for its batches; a run that takes over a stale lock first ends
+those groups if they are still alive. A second night does not wait: it stops at once (exit 1),
+naming the run that holds the lock.
+
+This lock is not the warehouse's write lock (`<warehouse>.write.lock`, `pipeline.warehouse.db`):
+the driver takes that one only while it writes the warehouse, so that other writing commands (an
+`ingest`, a task confirmed by hand) can run while the night's batches do.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import fcntl
-import json
 import os
 import signal
-import socket
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import LockedError
+from pipeline.warehouse.lock import HolderLock
 
 
 def lock_path(db: Path) -> Path:
@@ -32,70 +34,34 @@ class NightlyLock:
     def __init__(self, db: Path, run_id: str):
         self.path = lock_path(db)
         self.run_id = run_id
-        self._fh: Any = None
+        self._lock = HolderLock(self.path)
         self.groups: list[int] = []
         self.previous: dict[str, Any] | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = self.path.open("a+", encoding="utf-8")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = _parse(fh.read())
-            fh.close()
+        if not self._lock.try_acquire(runId=self.run_id, batchGroups=self.groups):
+            holder = self._lock.holder()
             who = (f"process {holder.get('pid')} ({holder.get('command')}, run {holder.get('runId')}, "
                    f"started {holder.get('startedAt')} on {holder.get('host')})") if holder else "another process"
             raise LockedError(
                 f"another nightly run holds {self.path}: {who}. Wait for it to finish; if that process "
                 "is hung, stop it (kill PID) and run this again: the lock is released when it exits."
-            ) from None
-        fh.seek(0)
-        self.previous = _parse(fh.read())
-        self._fh = fh
+            )
+        self.previous = self._lock.previous
         if self.previous:
             end_groups(self.previous.get("batchGroups", []), self.previous.get("runId"))
-        self._write()
-
-    def _write(self) -> None:
-        data = {
-            "pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv[:3]),
-            "runId": self.run_id, "startedAt": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "batchGroups": self.groups,
-        }
-        self._fh.seek(0)
-        self._fh.truncate()
-        self._fh.write(json.dumps(data))
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
 
     def add_group(self, pgid: int) -> None:
         self.groups.append(pgid)
-        self._write()
+        self._lock.write(batchGroups=self.groups)
 
     def remove_group(self, pgid: int) -> None:
         if pgid in self.groups:
             self.groups.remove(pgid)
-            self._write()
+            self._lock.write(batchGroups=self.groups)
 
     def release(self) -> None:
-        if self._fh is None:
-            return
-        self._fh.seek(0)
-        self._fh.truncate()
-        self._fh.flush()
-        fcntl.flock(self._fh, fcntl.LOCK_UN)
-        self._fh.close()
-        self._fh = None
-
-
-def _parse(text: str) -> dict[str, Any] | None:
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
+        self._lock.release()
 
 
 def _group_alive(pgid: int) -> bool:

@@ -1,8 +1,24 @@
-"""Opening the warehouse, and the one way to write it in a transaction.
+"""Opening the warehouse: readers open the published file, writers a private working file.
 
-Only one process may hold the DuckDB file read-write; any number may read it when nobody writes.
-Read-only callers open short-lived connections so that they block the nightly writer as little as
-possible. A lock conflict becomes a message that names the process holding the file.
+DuckDB allows one process writing a database file or any number reading it, never both. So the
+warehouse is two files (`pipeline.warehouse.publish` has the whole protocol):
+
+* `--db` (`data/warehouse.duckdb`), the *published* file: what analysts, `pipeline sql`,
+  `sessions`, `search`, `read` and notebooks open, always read-only. No pipeline command ever opens
+  it for writing, so an open read-only connection never stops anything, and it never sees a lock
+  error from us.
+* `<db>.work`, the *working* file: only the process holding the write lock opens it. A writing
+  command (`ingest`, `apply`, `tasks confirm|reject|done`, `import-calls`, the nightly driver) runs
+  inside `write_session()`: take the write lock (`<db>.write.lock`; wait for it up to `--wait`
+  seconds, 600 by default, telling the user who holds it; then stop with exit 1 naming the holder),
+  bring the working file up to date with the published one if needed, write, then publish: a
+  checkpointed copy replaces the published file by an atomic rename. A connection opened before
+  that keeps its consistent old view; the next connection sees the new state.
+
+Within a write session, `writing()` and `reading()` in the same process both open the working file
+(a session nests: `apply` called by the nightly driver joins the driver's session and publishes
+with it). `connect()` opens exactly the file it is given, for fixtures and tools that manage files
+themselves.
 
 Writes that belong together go in `with db.atomic(con):` (as sqlite-utils' `db.atomic()`): all
 of them land, or none. It lives in `pipeline.warehouse.transaction` (the migrations, which
@@ -12,34 +28,30 @@ of them land, or none. It lives in `pipeline.warehouse.transaction` (the migrati
 from __future__ import annotations
 
 import contextlib
-import re
+import sys
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
 
 from pipeline import config
+from pipeline.errors import UsageError, WarehouseBusyError, WarehouseLockedError
+from pipeline.warehouse import publish as publishing
+from pipeline.warehouse.lock import HolderLock, describe_holder
+from pipeline.warehouse.transaction import Transaction, atomic
 
 if TYPE_CHECKING:
     import polars as pl
-from pipeline.errors import UsageError, WarehouseBusyError
-from pipeline.warehouse.transaction import Transaction, atomic
 
-__all__ = ["CATALOG", "ROW_GROUP_SIZE", "Transaction", "atomic", "connect", "frame", "one", "reading", "writing"]
+__all__ = ["CATALOG", "ROW_GROUP_SIZE", "WRITE_WAIT_SECONDS", "Transaction", "WriteSession", "active_session",
+           "atomic", "connect", "frame", "one", "reading", "write_session", "writing"]
 
-_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.*?) \(PID (?P<pid>\d+)\)")
-
-
-def _busy_message(path: Path, exc: Exception) -> str:
-    match = _LOCK_HOLDER.search(str(exc))
-    who = f"{match['prog']} (PID {match['pid']})" if match else "another process"
-    return (
-        f"the warehouse {path} is in use by {who}. Close that program's connection "
-        f"(an open notebook kernel or DuckDB shell keeps it), or wait for it to finish, then run this again."
-    )
-
+# How long a writing command waits for another one to finish (`--wait SECONDS`).
+WRITE_WAIT_SECONDS = 600.0
 
 CATALOG = "warehouse"
 # DuckDB's default row group (122,880 rows) holds about 300 MB of transcript lines. An ingest
@@ -48,7 +60,8 @@ CATALOG = "warehouse"
 # text uncompressed. With 2,048 rows (one vector) each insert writes finished, compressed row
 # groups straight to the file: ingest ran 1.7x faster and the file shrank from 1.65x to about
 # 0.5x the text (bench/run.py). The size is not stored in the file, so every connection that may
-# write must attach with it, or a checkpoint would merge the groups back.
+# write must attach with it, or a checkpoint would merge the groups back. Only the working file is
+# ever written (by `connect`, which sets it); the published file is a byte copy of it.
 ROW_GROUP_SIZE = 2048
 
 
@@ -56,11 +69,17 @@ def _attach_options(read_only: bool) -> str:
     return f"ROW_GROUP_SIZE {ROW_GROUP_SIZE}" + (", READ_ONLY" if read_only else "")
 
 
-def connect(db: str | Path | None = None, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open the warehouse; a read-write open also applies pending migrations."""
+def connect(db: str | Path | None = None, *, read_only: bool = False, shown_as: Path | None = None
+            ) -> duckdb.DuckDBPyConnection:
+    """Open exactly the file `db`; a read-write open also applies pending migrations.
+
+    Commands use `reading()` and `writing()`, which choose the published or the working file;
+    `shown_as` is the name messages use for the file (the published one, for a working file).
+    """
     path = config.db_path(db)
+    shown = shown_as or path
     if read_only and not path.exists():
-        raise UsageError(f"no warehouse at {path}: run `pipeline ingest PATH` first, or pass --db FILE")
+        raise UsageError(f"no warehouse at {shown}: run `pipeline ingest PATH` first, or pass --db FILE")
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
     # The warehouse is attached to an in-memory database, whose spill directory would otherwise be
@@ -71,7 +90,7 @@ def connect(db: str | Path | None = None, *, read_only: bool = False) -> duckdb.
     except duckdb.IOException as exc:
         con.close()
         if "lock" in str(exc).lower():
-            raise WarehouseBusyError(_busy_message(path, exc)) from exc
+            raise WarehouseBusyError(publishing.busy_message(shown, exc)) from exc
         raise
     con.execute(f"USE {CATALOG}")
     # DuckDB draws its own progress bar on long statements; ours (rich, on stderr) is the one users
@@ -93,16 +112,113 @@ def connect(db: str | Path | None = None, *, read_only: bool = False) -> duckdb.
         if missing:
             con.close()
             raise UsageError(
-                f"the warehouse {path} predates this version (missing steps: {', '.join(missing)}); "
+                f"the warehouse {shown} predates this version (missing steps: {', '.join(missing)}); "
                 "run `pipeline ingest` (or any writing command) once to upgrade it"
             )
     return con
 
 
+@dataclass
+class WriteSession:
+    """A writer's hold on one warehouse: the write lock, and the working file behind `files.db`."""
+
+    files: publishing.Files
+    lock: HolderLock
+    published: int = 0  # how many times this session replaced the published file
+    publish_seconds: float = 0.0  # and how long that took, all told
+    say: Callable[[str], None] = field(default=lambda msg: None)
+
+    def publish(self) -> bool:
+        """Publish the working file now (the session also does it when it ends); True if it changed."""
+        started = time.perf_counter()
+        done = publishing.publish(self.files, _checkpoint)
+        if done:
+            self.published += 1
+            self.publish_seconds += time.perf_counter() - started
+        return done
+
+
+_sessions: dict[Path, WriteSession] = {}
+
+
+def _key(path: Path) -> Path:
+    return path.absolute().resolve()
+
+
+def _stderr(msg: str) -> None:
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+def _checkpoint(work: Path) -> None:
+    con = connect(work)
+    try:
+        con.execute(f"CHECKPOINT {CATALOG}")
+    finally:
+        con.close()
+
+
+def active_session(db: str | Path | None = None) -> WriteSession | None:
+    """The write session this process holds on the warehouse `db`, if any."""
+    return _sessions.get(_key(config.db_path(db)))
+
+
+@contextlib.contextmanager
+def write_session(db: str | Path | None = None, *, wait: float | None = None,
+                  say: Callable[[str], None] | None = None) -> Iterator[WriteSession]:
+    """Hold the warehouse for writing: the write lock, an up-to-date working file, publish at the end.
+
+    Waits up to `wait` seconds (default 600) for another writer, saying so once through `say`
+    (default stderr); then raises WarehouseLockedError (exit 1) naming the holder. Nested sessions
+    on the same warehouse in one process join the outer one, which publishes when it ends. The
+    working file is published when the session ends, also after an error (what was committed is
+    kept and shown); not after KeyboardInterrupt or SystemExit.
+    """
+    path = config.db_path(db)
+    key = _key(path)
+    if key in _sessions:
+        yield _sessions[key]
+        return
+    tell = say or _stderr
+    files = publishing.Files(key)
+    lock = HolderLock(files.write_lock)
+    limit = WRITE_WAIT_SECONDS if wait is None else max(0.0, float(wait))
+
+    def waiting(holder: dict | None) -> None:
+        tell(f"the warehouse {path} is being written by {describe_holder(holder)}; "
+             f"waiting for it to finish (up to {limit:.0f} s, --wait SECONDS)")
+
+    holder = lock.acquire(limit, on_wait=waiting)
+    if holder is not None:
+        raise WarehouseLockedError(
+            f"the warehouse {path} is still being written by {describe_holder(holder)} after waiting {limit:.0f} s; "
+            "run this again once it has finished (or wait longer with --wait SECONDS)"
+        )
+    session = WriteSession(files, lock, say=tell)
+    _sessions[key] = session
+    try:
+        publishing.prepare(files, tell)
+        try:
+            yield session
+        except Exception:
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                session.publish()
+            raise
+        session.publish()
+    finally:
+        del _sessions[key]
+        lock.release()
+
+
 @contextlib.contextmanager
 def reading(db: str | Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A short-lived read-only connection."""
-    con = connect(db, read_only=True)
+    """A short-lived read-only connection: to the published file, or to the working file when this
+    process holds a write session on the warehouse (so a writer reads what it wrote)."""
+    session = active_session(db)
+    if session is not None:
+        con = connect(session.files.work, read_only=True, shown_as=session.files.db)
+    else:
+        con = connect(db, read_only=True)
     try:
         yield con
     finally:
@@ -110,12 +226,14 @@ def reading(db: str | Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]
 
 
 @contextlib.contextmanager
-def writing(db: str | Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-    con = connect(db, read_only=False)
-    try:
-        yield con
-    finally:
-        con.close()
+def writing(db: str | Path | None = None, *, wait: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection to the working file, inside a write session (joined, or its own)."""
+    with write_session(db, wait=wait) as session:
+        con = connect(session.files.work, shown_as=session.files.db)
+        try:
+            yield con
+        finally:
+            con.close()
 
 
 def one(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> tuple | None:

@@ -160,6 +160,10 @@ SELECT * FROM llm_calls WHERE source IN ('claude-code', 'codex')
 """
 
 
+# The views over `lines` and `sessions` alone (a batch's input has those tables and no llm_calls).
+TRANSCRIPT_VIEWS = (MESSAGES, TOOL_CALLS, TOOL_RESULTS)
+
+
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
-    for ddl in (MESSAGES, TOOL_CALLS, TOOL_RESULTS, USAGE):
+    for ddl in (*TRANSCRIPT_VIEWS, USAGE):
         con.execute(ddl)

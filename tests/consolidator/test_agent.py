@@ -130,7 +130,8 @@ def test_happy_path(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> None:
     result = run(fake, wh, tmp_path, events=events)
     assert (result.outcome, result.exit_code) == ("accepted", 0)
     out = result.out_dir
-    assert files(out) == {"manifest.json", "answer.json", "problems.json", "llm_calls.jsonl", "tool_calls.jsonl", "run.json"}
+    assert files(out) == {"manifest.json", "answer.json", "problems.json", "llm_calls.jsonl", "tool_calls.jsonl", "run.json",
+                          "input"}
     assert json.loads((out / "answer.json").read_text()) == good_answer()
     assert json.loads((out / "problems.json").read_text()) == []
     manifest = json.loads((out / "manifest.json").read_text())

@@ -20,6 +20,7 @@ from pipeline.consolidator.artifact import (
     load_artifact,
 )
 from pipeline.consolidator.batch import batch_id_for, parse_session_ids, run_batch
+from pipeline.consolidator.batch_input import INPUT_DIR
 from pipeline.consolidator.context import Event
 from pipeline.errors import UsageError
 from pipeline.warehouse import db
@@ -45,7 +46,7 @@ def test_the_rules_engine_writes_the_whole_folder(wh: Path, all_ids: list[str], 
     out = tmp_path / "batch"
     result = run_batch(all_ids, db=wh, engine="rules", out_dir=out)
     assert (result.outcome, result.exit_code, result.out_dir) == ("accepted", 0, out)
-    assert sorted(p.name for p in out.iterdir()) == sorted(ARTIFACT_FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*ARTIFACT_FILES, INPUT_DIR])  # the input it read, too
     manifest = read(out / "manifest.json")
     assert (manifest["engine"], manifest["model"]) == ("rules", None)
     with db.reading(wh) as con:
@@ -84,7 +85,7 @@ def test_an_unfinished_folder_is_refused_by_the_reader(wh: Path, tmp_path: Path,
     engines.register("crashing", lambda options: engines.Prepared(crash))
     with pytest.raises(KeyboardInterrupt):
         run_batch([A1], db=wh, engine="crashing", out_dir=tmp_path / "b")
-    assert [p.name for p in (tmp_path / "b").iterdir()] == ["manifest.json"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == [INPUT_DIR, "manifest.json"]
     with pytest.raises(IncompleteArtifactError, match="did not finish"):
         load_artifact(tmp_path / "b")
     assert load_artifact(tmp_path / "b", require_complete=False).run is None
@@ -226,7 +227,7 @@ def test_the_verb_exit_1_when_nothing_is_accepted(wh: Path, tmp_path: Path, fake
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["consolidate", "--engine", "rules"], "one of the arguments --sessions --pending is required"),
+        (["consolidate", "--engine", "rules"], "one of the arguments --sessions --pending --input is required"),
         (["consolidate", "--sessions", A1, "--pending"], "not allowed with"),
         (["consolidate", "--sessions", A1, "--engine", "openai"], "needs a model"),
         (["consolidate", "--sessions", A1, "--engine", "rules", "--max-submits", "0"], "bad budget"),

@@ -16,7 +16,6 @@ from pipeline.consolidator.contract import check_answer
 from pipeline.consolidator.engine import EngineOptions, Prepared
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.errors import UsageError
-from pipeline.warehouse import db
 from tests.helpers import candidate, occurrences
 
 PATTERN = "module-not-found"
@@ -29,7 +28,7 @@ def scripted(ctx: BatchContext, recorder: Recorder) -> EngineResult:
         recorder.tool("read_lines", {"sessionId": sid, "start": 1, "end": 3}, session_id=sid, ok=True, result_chars=3)
         ctx.emit("tool_call", f"read {sid}")
     answer = {"candidates": [candidate(PATTERN, CLAIM)], "commitments": [], "readSessionIds": list(ctx.session_ids)}
-    with db.reading(ctx.db) as con:
+    with ctx.source.reading() as con:  # the batch's input, never the warehouse
         result = check_answer(answer, ctx.session_ids, WarehouseQuotes(con))
     if not result.accepted:
         recorder.refusal(1, result.problems)

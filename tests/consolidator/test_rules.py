@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pipeline.consolidator.artifact import Budgets
+from pipeline.consolidator.batch_input import BatchInput, snapshot
 from pipeline.consolidator.commitments import Message, find_commitments, sentences
 from pipeline.consolidator.context import BatchContext, Recorder
 from pipeline.consolidator.contract import check_answer
@@ -30,8 +31,14 @@ EXPECTED = json.loads((SAMPLES / "expected.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
-def answer(wh: Path, all_ids: list[str]) -> dict[str, Any]:
-    ctx = BatchContext(run_id="r", batch_id="b", db=wh, session_ids=tuple(all_ids), budgets=Budgets())
+def source(wh: Path, all_ids: list[str], tmp_path_factory: pytest.TempPathFactory) -> BatchInput:
+    """The whole sample warehouse as one batch's input: what the rules read instead of the warehouse."""
+    return snapshot(wh, all_ids, tmp_path_factory.mktemp("batch") / "input")
+
+
+@pytest.fixture(scope="module")
+def answer(source: BatchInput, all_ids: list[str]) -> dict[str, Any]:
+    ctx = BatchContext(run_id="r", batch_id="b", source=source, session_ids=tuple(all_ids), budgets=Budgets())
     recorder = Recorder("r", "b")
     result = run_rules(ctx, recorder)
     assert result.outcome == "accepted", result.reason
@@ -119,8 +126,8 @@ def test_the_measurement_in_numbers(answer: dict[str, Any]) -> None:
     assert len(answer["candidates"]) == 3 and len(answer["commitments"]) == 8
 
 
-def test_every_scanned_session_is_named_and_logged(wh: Path, all_ids: list[str]) -> None:
-    ctx = BatchContext(run_id="r", batch_id="b", db=wh, session_ids=tuple(all_ids), budgets=Budgets())
+def test_every_scanned_session_is_named_and_logged(source: BatchInput, all_ids: list[str]) -> None:
+    ctx = BatchContext(run_id="r", batch_id="b", source=source, session_ids=tuple(all_ids), budgets=Budgets())
     recorder = Recorder("r", "b")
     result = run_rules(ctx, recorder)
     assert result.answer is not None and result.answer.readSessionIds == all_ids
@@ -130,17 +137,18 @@ def test_every_scanned_session_is_named_and_logged(wh: Path, all_ids: list[str])
     assert recorder.llm_calls == []
 
 
-def test_the_answer_passes_the_contract_and_is_deterministic(wh: Path, all_ids: list[str], answer: dict[str, Any]) -> None:
+def test_the_answer_passes_the_contract_and_is_deterministic(
+        wh: Path, source: BatchInput, all_ids: list[str], answer: dict[str, Any]) -> None:
     with db.reading(wh) as con:
         assert check_answer(answer, all_ids, WarehouseQuotes(con)).accepted
-    ctx = BatchContext(run_id="r2", batch_id="b2", db=wh, session_ids=tuple(all_ids), budgets=Budgets())
+    ctx = BatchContext(run_id="r2", batch_id="b2", source=source, session_ids=tuple(all_ids), budgets=Budgets())
     again = run_rules(ctx, Recorder("r2", "b2"))
     assert again.answer is not None and again.answer.model_dump(mode="json", exclude_none=True) == answer
 
 
-def test_a_batch_of_one_session_has_no_cross_session_pattern(wh: Path) -> None:
+def test_a_batch_of_one_session_has_no_cross_session_pattern(wh: Path, tmp_path: Path) -> None:
     a2 = "94d17458-e734-483d-b466-8395216e13a2"
-    ctx = BatchContext(run_id="r", batch_id="b", db=wh, session_ids=(a2,), budgets=Budgets())
+    ctx = BatchContext(run_id="r", batch_id="b", source=snapshot(wh, [a2], tmp_path / "input"), session_ids=(a2,), budgets=Budgets())
     result = run_rules(ctx, Recorder("r", "b"))
     assert result.outcome == "accepted" and result.answer is not None
     assert result.answer.candidates == []  # ObjectInUse twice in one session is not a pattern

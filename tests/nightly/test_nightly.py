@@ -76,6 +76,10 @@ def test_reference_night_lands_everything_and_reports(reference) -> None:
         assert f'<a href="{b["batch"]}/notebook.ipynb">' in report  # and linked from the report
     assert "<td>&quot;" not in report and "<td>null</td>" not in report  # table cells show text, not its repr
     assert "<td>applied</td>" in report
+    progress = json.loads((run_dir / "progress.json").read_text())  # kept in the run folder while batches ran
+    assert progress["runId"] == result["runId"]
+    assert {b["batch"]: b["status"] for b in progress["batches"]} == {b["batch"]: "finished" for b in result["batches"]}
+    assert all(b["startedAt"] and b["finishedAt"] and b["pid"] is None for b in progress["batches"])
     subjects = Corpus(tmp / "corpus").git("log", "--format=%s").splitlines()
     assert sum(s.startswith("memory: ") for s in subjects) == len(reference["files"])
     with db.reading(tmp / "w.duckdb") as con:
@@ -98,6 +102,10 @@ def test_failed_batch_stays_pending_and_the_next_night_picks_it_up(tmp_path: Pat
         assert set(pending.pending_ids(con)) == set(LEDGER)
         reason = con.execute("SELECT reason FROM batches WHERE batch_id = ?", [failing]).fetchall()[0][0]
     assert reason
+    run_dir = Path(result["runDir"])
+    # the failed batch keeps its input, to be run again by hand; the landed ones do not
+    assert [p.parent.name for p in run_dir.glob("*/input")] == [failing]
+    assert [p.parent.name for p in run_dir.glob("*/notebook.ipynb") if p.parent.name != failing]
     second = nightly(tmp_path)
     assert second.returncode == 0, second.stderr
     assert [b["batch"] for b in json.loads(second.stdout)["batches"]] == [failing]
@@ -107,7 +115,12 @@ def test_failed_batch_stays_pending_and_the_next_night_picks_it_up(tmp_path: Pat
 
 
 STEPS = ["nightly:ingested", "nightly:recovered", "nightly:planned", "nightly:batch-started", "nightly:batches-done",
-         "nightly:between-applies", "apply:memory-committed", "apply:in-transaction", "nightly:report"]
+         "nightly:between-applies", "apply:memory-committed", "apply:in-transaction", "nightly:report",
+         # publishing the working file: the first publish (before the batches) while copying, the
+         # second (after landing them) before and after the rename
+         "publish:copying", "publish:copied:2", "publish:replaced:2",
+         # writing the batches' inputs
+         "batch-input:staged"]
 
 
 @pytest.mark.parametrize("step", STEPS)
@@ -122,6 +135,8 @@ def test_interrupted_night_then_rerun_gives_the_same_corpus(tmp_path: Path, refe
         assert pending.pending_ids(con) == []
         dup = con.execute("SELECT claim, count(*) FROM memories GROUP BY claim HAVING count(*) > 1").fetchall()
     assert dup == []
+    # every batch landed or was planned again: no copy of a transcript is left in the run folders
+    assert [p for p in (tmp_path / "runs").rglob("*") if p.name.startswith(("input", ".input"))] == []
 
 
 @pytest.mark.parametrize("delay", [1.0, 2.5, 4.0])

@@ -395,6 +395,9 @@ def test_lines_stay_in_small_row_groups_across_writing_connections(tmp_path: Pat
 def test_spill_directory_is_beside_the_warehouse(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     wh = tmp_path / "sub" / "w.duckdb"
-    with db.writing(wh) as con:
+    with db.writing(wh) as con:  # a writer opens the working file, w.duckdb.work
+        spill = con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
+    assert spill == f"{wh}.work.tmp"
+    with db.reading(wh) as con:
         spill = con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
     assert spill == f"{wh}.tmp"

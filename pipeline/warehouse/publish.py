@@ -1,0 +1,268 @@
+"""The published warehouse and the private working file behind it.
+
+DuckDB lets one process write a database file, or any number of processes read it, never both at
+once. So the file analysts open (`--db`, say `data/warehouse.duckdb`) is never opened for writing.
+Writing commands work on a private working file beside it, `data/warehouse.duckdb.work`, which no
+one else opens, and then *publish* it:
+
+1. checkpoint the working file and close it (nothing of it is left in a `.wal`);
+2. copy it to `data/warehouse.duckdb.publishing` (same folder, so same file system) and fsync it;
+3. `os.replace` that copy onto `data/warehouse.duckdb` and fsync the folder.
+
+A rename is atomic: a program that opens the warehouse sees the old file or the new one, never a
+half-written one. A connection that was already open keeps reading the old file (its inode lives
+on until the last reader closes it), a consistent view of the last published state; the next
+connection sees the new one. Nobody holds the working file but the writer, so nothing an analyst
+does can stop a writing command, and the night never trips over its own readers.
+
+The working file is the writers' source of truth: it holds every committed change, published or
+not, exactly as the warehouse file did before this split, so crash safety is unchanged (a command
+killed half-way resumes from the working file). `data/warehouse.duckdb.work.json` records which
+published file the working file was last published as (size, modification time, inode and a hash
+of the file's header blocks): when the `--db` file is no longer that file (first use of a warehouse
+written before this design, a backup restored, the file deleted, or another program wrote it), the
+working file is rebuilt from it. When the working file also holds changes that were never published,
+neither can be preferred silently and the command stops, saying what to do.
+
+Crash points, and what the next writing command does about them:
+
+* killed while writing the working file: DuckDB recovers it from its own `.wal`; published later;
+* killed while copying: a stray `.publishing` file, removed; the old `--db` file is intact;
+* killed between recording the copy and the rename: `--db` is still the old file, which the state
+  file still names; published again at the end of the next command;
+* killed after the rename: the state file names the new file as the one being published, so the
+  working file is recognised as up to date.
+
+Only the holder of the write lock (`pipeline.warehouse.db.write_session`) calls these functions.
+Cost: disk for a second copy of the warehouse (a third for a moment while publishing, and an old
+copy stays allocated while a reader keeps it open), and one full copy per writing command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline.errors import OutcomeError, WarehouseBusyError
+from pipeline.faults import crash_point
+
+__all__ = ["Files", "busy_message", "identity", "prepare", "publish", "read_write_holder"]
+
+COPY_CHUNK = 64 * 1024 * 1024
+HEAD_BYTES = 16 * 1024  # DuckDB's main header and both database headers: they change at every checkpoint
+
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.*?) \(PID (?P<pid>\d+)\)")
+
+
+def busy_message(path: Path, exc: Exception) -> str:
+    match = _LOCK_HOLDER.search(str(exc))
+    who = f"{match['prog']} (PID {match['pid']})" if match else "another process"
+    return (
+        f"the warehouse {path} is in use by {who}, which opened it for writing. Close that program's connection "
+        f"(an open notebook kernel or DuckDB shell keeps it), or wait for it to finish, then run this again; "
+        f"open the warehouse read-only (duckdb -readonly, read_only=True) and it never stops a pipeline command."
+    )
+
+
+@dataclass(frozen=True)
+class Files:
+    """Every file of one warehouse, named after the published file `db`."""
+
+    db: Path
+
+    def _beside(self, suffix: str) -> Path:
+        return self.db.with_name(self.db.name + suffix)
+
+    @property
+    def work(self) -> Path:
+        return self._beside(".work")
+
+    @property
+    def work_wal(self) -> Path:
+        return self._beside(".work.wal")
+
+    @property
+    def state(self) -> Path:
+        return self._beside(".work.json")
+
+    @property
+    def publishing(self) -> Path:
+        return self._beside(".publishing")
+
+    @property
+    def work_copy(self) -> Path:
+        return self._beside(".work-copy")
+
+    @property
+    def db_wal(self) -> Path:
+        return self._beside(".wal")
+
+    @property
+    def write_lock(self) -> Path:
+        return self._beside(".write.lock")
+
+
+def identity(path: Path) -> dict[str, Any] | None:
+    """What tells one version of a file from another: None when there is no file."""
+    try:
+        st = path.stat()
+        with path.open("rb") as fh:
+            head = fh.read(HEAD_BYTES)
+    except FileNotFoundError:
+        return None
+    return {"size": st.st_size, "mtimeNs": st.st_mtime_ns, "inode": st.st_ino,
+            "head": hashlib.sha256(head).hexdigest()[:32]}
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_state(files: Files) -> dict[str, Any] | None:
+    try:
+        data = json.loads(files.state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "db" in data and "work" in data else None
+
+
+def _write_state(files: Files, state: dict[str, Any]) -> None:
+    tmp = files.state.with_name(files.state.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(json.dumps(state, indent=1))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, files.state)
+    _fsync_dir(files.state.parent)
+
+
+def _copy(src: Path, dst: Path, *, crash_step: str | None = None) -> None:
+    """Copy `src` to a new file `dst` and fsync it (the kernel copies: no bytes pass through Python)."""
+    with src.open("rb") as fin, dst.open("wb") as fout:
+        size = os.fstat(fin.fileno()).st_size
+        done = 0
+        while done < size:
+            sent = os.sendfile(fout.fileno(), fin.fileno(), done, min(COPY_CHUNK, size - done))
+            if sent == 0:
+                break
+            done += sent
+            if crash_step:
+                crash_point(crash_step)
+        fout.flush()
+        os.fsync(fout.fileno())
+
+
+def read_write_holder(db: Path) -> str | None:
+    """A message naming the process that has `db` open for writing, or None when none has.
+
+    Readers take DuckDB's shared lock, a writer its exclusive one: a read-only open fails exactly
+    when some program holds the file for writing (a notebook that forgot read_only=True, say).
+    """
+    if not db.exists():
+        return None
+    con = duckdb.connect()
+    try:
+        con.execute("ATTACH ? AS probe (READ_ONLY)", [str(db)])
+    except duckdb.Error as exc:
+        if "lock" in str(exc).lower():
+            return busy_message(db, exc)
+        return None  # not ours to judge here: the command that opens it reports it
+    finally:
+        con.close()
+    return None
+
+
+def prepare(files: Files, say: Callable[[str], None]) -> None:
+    """Make the working file ready for a writer (the caller holds the write lock)."""
+    for stray in (files.publishing, files.work_copy, files.work_copy.with_name(files.work_copy.name + ".wal")):
+        stray.unlink(missing_ok=True)  # a copy that a killed command left half-made
+    busy = read_write_holder(files.db)
+    if busy:
+        raise WarehouseBusyError(busy)
+    state = _read_state(files)
+    current = identity(files.db)
+    if state is not None and state.get("next") and current == state["next"]["db"]:
+        # Killed after the rename, before the state said so: the working file is what was published.
+        state = {"db": state["next"]["db"], "work": state["next"]["work"]}
+        _write_state(files, state)
+    if files.work.exists() and state is not None and current == state["db"]:
+        return
+    if files.work.exists() and state is not None and identity(files.work) != state["work"]:
+        raise OutcomeError(
+            f"the warehouse {files.db} was replaced or changed by another program, and the working file "
+            f"{files.work} holds changes that were never published; neither can be kept silently. To keep "
+            f"{files.db} as it is now, delete {files.work} (and {files.state}); to keep the pipeline's "
+            f"version, copy {files.work} over {files.db}. Then run this again."
+        )
+    if files.work.exists() or state is not None:
+        say(f"the warehouse {files.db} is not the file last published from {files.work}; starting again from it")
+    files.work.unlink(missing_ok=True)
+    files.work_wal.unlink(missing_ok=True)
+    if current is not None:
+        # First use of this warehouse (or a new file in its place): the working file starts as a copy,
+        # with the published file's own .wal when one was left beside it (DuckDB replays it on open).
+        copy_wal = files.work_copy.with_name(files.work_copy.name + ".wal")
+        _copy(files.db, files.work_copy)
+        if files.db_wal.exists():
+            _copy(files.db_wal, copy_wal)
+            os.replace(copy_wal, files.work_wal)
+        os.replace(files.work_copy, files.work)
+        _fsync_dir(files.db.parent)
+    _write_state(files, {"db": current, "work": identity(files.work)})
+
+
+def publish(files: Files, checkpoint: Callable[[Path], None]) -> bool:
+    """Publish the working file as `db` if it changed since it was last published; True if it did.
+
+    `checkpoint(path)` opens the working file for writing and checkpoints it: called only when a
+    `.wal` is left beside it (a connection still open elsewhere in this process, or a crash).
+    """
+    if files.work_wal.exists():
+        checkpoint(files.work)
+    if not files.work.exists():
+        return False
+    state = _read_state(files) or {"db": None, "work": None}
+    work = identity(files.work)
+    if work == state["work"] and identity(files.db) == state["db"]:
+        return False
+    busy = read_write_holder(files.db)
+    if busy:
+        raise WarehouseBusyError(
+            f"{busy} (It cannot be replaced while that program may write it: this command's changes are kept "
+            f"in {files.work} and the next writing command publishes them.)"
+        )
+    files.db.parent.mkdir(parents=True, exist_ok=True)
+    _copy(files.work, files.publishing, crash_step="publish:copying")
+    copied = identity(files.publishing)
+    _write_state(files, {**state, "next": {"db": copied, "work": work}})
+    crash_point("publish:copied")
+    # A .wal beside the published file belongs to the file being replaced (its changes reached the
+    # working file when it was first copied): beside the new file it would be replayed into it.
+    files.db_wal.unlink(missing_ok=True)
+    os.replace(files.publishing, files.db)
+    _fsync_dir(files.db.parent)
+    crash_point("publish:replaced")
+    _write_state(files, {"db": copied, "work": work})
+    return True
+
+
+def disk_bytes(files: Files) -> int:
+    """Bytes the warehouse's files take beside the published one (the working file, any leftovers)."""
+    total = 0
+    for path in (files.work, files.work_wal, files.publishing, files.work_copy):
+        with contextlib.suppress(FileNotFoundError):
+            total += path.stat().st_size
+    return total

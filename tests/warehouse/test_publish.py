@@ -1,0 +1,198 @@
+"""The published warehouse and its working file: what readers see, first use, crashes while publishing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipeline.errors import OutcomeError
+from pipeline.faults import CRASH_EXIT_CODE
+from pipeline.warehouse import db, publish
+from tests.helpers import REPO, write_jsonl
+
+READER = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1], read_only=True)
+for line in sys.stdin:
+    print(con.execute(line).fetchall()[0][0], flush=True)
+"""
+
+
+def session(folder: Path, sid: str, lines: int = 3) -> Path:
+    return write_jsonl(folder / f"{sid}.jsonl", [
+        {"type": "user", "sessionId": sid, "timestamp": f"2026-10-01T10:00:0{i}.000Z",
+         "message": {"role": "user", "content": f"line {i} of {sid}"}} for i in range(lines)
+    ])
+
+
+def pipeline(*argv: str, crash_at: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PIPELINE_CRASH_AT"}
+    if crash_at:
+        env["PIPELINE_CRASH_AT"] = crash_at
+    return subprocess.run([sys.executable, "-m", "pipeline", *argv], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def count(path: Path, sql: str) -> int:
+    with db.reading(path) as con:
+        return int(con.execute(sql).fetchall()[0][0])
+
+
+def test_a_writer_publishes_what_it_wrote_and_leaves_only_its_files(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    session(tmp_path / "src", "S1")
+    assert pipeline("ingest", str(tmp_path / "src"), "--db", str(wh)).returncode == 0
+    files = publish.Files(wh)
+    assert count(wh, "SELECT count(*) FROM lines") == 3
+    assert files.work.exists() and files.state.exists()
+    assert not files.publishing.exists() and not files.db_wal.exists() and not files.work_wal.exists()
+    state = json.loads(files.state.read_text())
+    assert state["db"] == publish.identity(wh) and state["work"] == publish.identity(files.work)
+    # nothing new: nothing published (the file analysts hold is left alone)
+    before = publish.identity(wh)
+    assert pipeline("ingest", str(tmp_path / "src"), "--db", str(wh)).returncode == 0
+    assert publish.identity(wh) == before
+
+
+def test_an_open_reader_keeps_its_view_and_the_next_connection_sees_the_new_state(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    session(tmp_path / "a", "S1")
+    with db.writing(wh) as con:
+        from pipeline.warehouse import ingest
+
+        ingest.ingest(con, [tmp_path / "a"])
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(wh)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert reader.stdin and reader.stdout
+        reader.stdin.write("SELECT count(*) FROM sessions\n")
+        reader.stdin.flush()
+        assert reader.stdout.readline().strip() == "1"
+        session(tmp_path / "b", "S2")
+        # The reader holds the published file all along: the writer neither waits nor fails.
+        done = pipeline("ingest", str(tmp_path / "b"), "--db", str(wh), "--wait", "0")
+        assert done.returncode == 0, done.stderr
+        reader.stdin.write("SELECT count(*) FROM sessions\n")
+        reader.stdin.flush()
+        assert reader.stdout.readline().strip() == "1"  # its consistent old view
+        assert count(wh, "SELECT count(*) FROM sessions") == 2  # a new connection: the new state
+    finally:
+        reader.kill()
+        reader.wait()
+
+
+def test_first_use_of_a_warehouse_written_directly_with_its_wal(tmp_path: Path) -> None:
+    """A warehouse from before the working file, whose writer died and left a .wal beside it."""
+    wh = tmp_path / "w.duckdb"
+    db.connect(wh).close()
+    script = (
+        "import os, sys\nfrom pipeline.warehouse import db\ncon = db.connect(sys.argv[1])\n"
+        "con.execute(\"INSERT INTO runs (run_id, status) VALUES ('from-the-wal', 'done')\")\nos._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(wh)], cwd=REPO, check=True)
+    files = publish.Files(wh)
+    assert files.db_wal.exists() and not files.work.exists()
+    with db.writing(wh) as con:
+        assert con.execute("SELECT run_id FROM runs").fetchall() == [("from-the-wal",)]
+        con.execute("INSERT INTO runs (run_id, status) VALUES ('after', 'done')")
+    assert not files.db_wal.exists()  # it belonged to the file that was replaced
+    assert count(wh, "SELECT count(*) FROM runs") == 2
+
+
+def test_a_warehouse_replaced_or_deleted_behind_the_pipeline_is_taken_as_it_is(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    with db.writing(wh) as con:
+        con.execute("INSERT INTO runs (run_id, status) VALUES ('old', 'done')")
+    backup = tmp_path / "backup.duckdb"
+    backup.write_bytes(wh.read_bytes())
+    with db.writing(wh) as con:
+        con.execute("INSERT INTO runs (run_id, status) VALUES ('new', 'done')")
+    os.replace(backup, wh)  # the analyst restores yesterday's file
+    with db.writing(wh) as con:
+        assert con.execute("SELECT run_id FROM runs").fetchall() == [("old",)]
+    wh.unlink()  # and then starts afresh
+    with db.writing(wh) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
+    assert count(wh, "SELECT count(*) FROM runs") == 0
+
+
+def test_unpublished_changes_and_a_changed_warehouse_are_not_merged_silently(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    with db.writing(wh) as con:
+        con.execute("INSERT INTO runs (run_id, status) VALUES ('published', 'done')")
+    files = publish.Files(wh)
+    con = db.connect(files.work)  # as a writer killed before it published would leave it
+    con.execute("INSERT INTO runs (run_id, status) VALUES ('unpublished', 'done')")
+    con.close()
+    con = db.connect(wh)  # and a program writes the published file itself
+    con.execute("INSERT INTO runs (run_id, status) VALUES ('elsewhere', 'done')")
+    con.close()
+    with pytest.raises(OutcomeError, match="never published"), db.writing(wh):
+        pass
+
+
+def test_nested_sessions_publish_once(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    with db.write_session(wh) as outer:
+        for i in range(3):
+            with db.writing(wh) as con:
+                con.execute("INSERT INTO runs (run_id, status) VALUES (?, 'done')", [f"r{i}"])
+            with db.reading(wh) as con:  # a writer reads what it wrote, published or not
+                assert con.execute("SELECT count(*) FROM runs").fetchall() == [(i + 1,)]
+        assert not wh.exists() and outer.published == 0
+    assert outer.published == 1 and count(wh, "SELECT count(*) FROM runs") == 3
+
+
+@pytest.mark.parametrize("step", ["publish:copying", "publish:copied", "publish:replaced"])
+def test_killed_while_publishing_then_run_again(tmp_path: Path, step: str) -> None:
+    wh = tmp_path / "w.duckdb"
+    session(tmp_path / "a", "S1")
+    session(tmp_path / "b", "S2", lines=5)
+    assert pipeline("ingest", str(tmp_path / "a"), "--db", str(wh)).returncode == 0
+    crashed = pipeline("ingest", str(tmp_path / "b"), "--db", str(wh), crash_at=step)
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    # Readers meanwhile see a whole warehouse: the old one, or (killed after the rename) the new one.
+    assert count(wh, "SELECT count(*) FROM sessions") == (2 if step == "publish:replaced" else 1)
+    again = pipeline("ingest", str(tmp_path / "a"), str(tmp_path / "b"), "--db", str(wh))
+    assert again.returncode == 0, again.stderr
+    assert count(wh, "SELECT count(*) FROM lines") == 8  # every line once
+    assert count(wh, "SELECT count(*) FROM lines WHERE session_id = 'S2'") == 5
+    files = publish.Files(wh)
+    assert not files.publishing.exists()
+    assert json.loads(files.state.read_text()) == {"db": publish.identity(wh), "work": publish.identity(files.work)}
+
+
+def test_a_program_holding_the_warehouse_for_writing_is_named_and_nothing_is_replaced(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    with db.writing(wh) as con:
+        con.execute("INSERT INTO runs (run_id, status) VALUES ('r', 'done')")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); "
+         "sys.stdin.read()", str(wh)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout and holder.stdout.readline().strip() == "ready"
+        before = publish.identity(wh)
+        session(tmp_path / "a", "S1")
+        out = pipeline("ingest", str(tmp_path / "a"), "--db", str(wh))
+        assert out.returncode == 1 and f"PID {holder.pid}" in out.stderr and "read-only" in out.stderr
+        assert publish.identity(wh) == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_published_file_opens_read_only_in_duckdb_itself(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    session(tmp_path / "a", "S1")
+    assert pipeline("ingest", str(tmp_path / "a"), "--db", str(wh)).returncode == 0
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM messages").fetchall() == [(3,)]
+    finally:
+        con.close()
