@@ -16,8 +16,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from pipeline.secrets_scan import MASK, MASK_RE, Secret, detect, line_secrets, spans
+from pipeline.secrets_scan import MASK, MASK_RE, Secret, detect, line_secrets, render, spans
 from pipeline.secrets_scan import mask as mask_text
 
 __all__ = ["OVERLAP", "Leak", "SecretSet"]
@@ -134,6 +135,24 @@ class SecretSet:
         for leak in reversed(self.leaks(text)):
             text = text[: leak.start] + MASK.format(kind=leak.kind) + text[leak.end :]
         return text
+
+    def mask_known(self, text: str) -> str:
+        """`text` with the known secrets masked, and nothing else: what a quote may go through and
+        still be verified by the mask rule (which masks the stored line with the same values)."""
+        if not text or not self.secrets:
+            return text
+        found = spans(text, self.secrets)
+        return render(text, found, 0, len(text)) if found else text
+
+    def scrub_json(self, value: Any) -> Any:
+        """`scrub` applied to every string of a JSON-like value (dict keys included)."""
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, dict):
+            return {self.scrub(str(k)): self.scrub_json(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.scrub_json(v) for v in value]
+        return value
 
     def check(self, text: str) -> list[str]:
         """Reasons, naming kinds and sizes only, why `text` may not leave (empty when it may)."""

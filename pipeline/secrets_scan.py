@@ -69,6 +69,7 @@ __all__ = [
     "line_secrets",
     "mask",
     "mask_window",
+    "render",
     "spans",
 ]
 
@@ -79,10 +80,17 @@ MASK_RE = re.compile(r"\[REDACTED:([a-z0-9\-]+)\]")
 
 @dataclass(frozen=True, order=True)
 class Secret:
-    """One detected secret: its kind (the name shown in the mask) and its exact value."""
+    """One detected secret: its kind (the name shown in the mask) and its exact value.
+
+    `before` and `after`, when set, are the characters that must surround the value for an
+    occurrence to count: a password read from `user:checkout@host` is masked there, not in every
+    `checkout-api` of the transcript.
+    """
 
     kind: str
     value: str
+    before: str = ""
+    after: str = ""
 
 
 @dataclass(frozen=True)
@@ -335,6 +343,18 @@ def _add(found: dict[str, str], kind: str, value: str) -> None:
         found[value] = kind
 
 
+# Kinds whose value is masked only where it appears in the same setting as it was found in, unless
+# it looks generated: a URL's password is often a plain word (the user name again, the app's name).
+_IN_CONTEXT: dict[str, tuple[str, str]] = {"url-password": (":", "@")}
+
+
+def _secret(kind: str, value: str) -> Secret:
+    if kind in _IN_CONTEXT and not _random_looking(value):
+        before, after = _IN_CONTEXT[kind]
+        return Secret(kind, value, before, after)
+    return Secret(kind, value)
+
+
 def _add_at(found: dict[str, str], text: str, kind: str, value: str) -> None:
     """A value a plugin reported: widened to the token it sits in, wherever it occurs in `text`."""
     if kind in _NOT_TOKENS:
@@ -402,7 +422,7 @@ def detect(text: str, key: str | None = None) -> set[Secret]:
             _add_at(found, text, "password", value)
     for value in _high_entropy(text, key):
         _add(found, "high-entropy", value)
-    return {Secret(kind, value) for value, kind in found.items()}
+    return {_secret(kind, value) for value, kind in found.items()}
 
 
 def _leaves(value: Any, key: str | None = None) -> Iterator[tuple[str | None, str]]:
@@ -470,10 +490,12 @@ def spans(text: str, secrets: Iterable[Secret]) -> list[Span]:
         for form in _forms(s.value):
             if not form:
                 continue
-            at = text.find(form)
+            needle = s.before + form + s.after
+            at = text.find(needle)
             while at >= 0:
-                raw.append(Span(at, at + len(form), s.kind))
-                at = text.find(form, at + len(form))
+                start = at + len(s.before)
+                raw.append(Span(start, start + len(form), s.kind))
+                at = text.find(needle, at + len(needle))
     if not raw:
         return []
     raw.sort(key=lambda sp: (sp.start, -sp.end))
@@ -488,7 +510,8 @@ def spans(text: str, secrets: Iterable[Secret]) -> list[Span]:
     return merged
 
 
-def _render(text: str, found: list[Span], start: int, end: int) -> str:
+def render(text: str, found: list[Span], start: int, end: int) -> str:
+    """text[start:end] with the given spans (from `spans(text, …)`) masked."""
     out: list[str] = []
     at = start
     for sp in found:
@@ -507,7 +530,7 @@ def mask(text: str, secrets: Iterable[Secret] | None = None) -> str:
     """`text` with every occurrence of the secrets replaced by `[REDACTED:kind]` (by default the
     secrets detected in `text` itself)."""
     found = spans(text, detect(text) if secrets is None else secrets)
-    return _render(text, found, 0, len(text)) if found else text
+    return render(text, found, 0, len(text)) if found else text
 
 
 def mask_window(text: str, start: int, end: int, secrets: Iterable[Secret]) -> str:
@@ -517,4 +540,4 @@ def mask_window(text: str, start: int, end: int, secrets: Iterable[Secret]) -> s
     if start >= end:
         return ""
     found = spans(text, secrets)
-    return _render(text, found, start, end) if found else text[start:end]
+    return render(text, found, start, end) if found else text[start:end]
