@@ -377,9 +377,11 @@ def _keyword_values(text: str) -> Iterator[str]:
             continue
         for group in _KEYWORD_GROUPS:
             for value in _KEYWORD.analyze_string(line, denylist_regex_to_group=group):
-                value = value.strip().strip("\"'`,;")
+                # An unquoted value ends at the first blank (`PASSWORD=x1y2 written to .env`).
+                parts = value.strip().split()
+                value = parts[0].strip("\"'`,;") if parts else ""
                 # A written password has a digit or a symbol; `secret-password` in a fixture has neither.
-                if (6 <= len(value) <= 200 and " " not in value and not _placeholder(value)
+                if (6 <= len(value) <= 200 and not _placeholder(value)
                         and not _CODE_VALUE.search(value)
                         and any(c.isdigit() or not (c.isalnum() or c in "-_.") for c in value)):
                     yield value
