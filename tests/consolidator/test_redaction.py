@@ -179,3 +179,18 @@ def test_the_rules_engine_masks_before_it_normalises() -> None:
     for key in (STRIPE, STRIPE_2):
         assert key[10:] not in dumped and not known.leaks(dumped)
     assert [e["quote"] for e in cand["evidence"]] == [ERROR.format(key="[REDACTED:stripe-key]")] * 2
+
+
+def test_summarise_counts_secrets_found_and_masked_per_kind(wh: Path) -> None:
+    from pipeline.consolidator.batch_secrets import summarise
+
+    with db.reading(wh) as con:
+        whole = summarise(con)
+        one = summarise(con, [ids(wh)[1]])
+    assert whole.found == {"password": 1, "stripe-key": 2}
+    # The password is masked where it is assigned and where it is used again.
+    assert whole.masked == {"password": 2, "stripe-key": 3}
+    assert whole.lines == 5 and whole.bytes > 0
+    assert "stripe-key 2/3" in whole.line() and "password 1/2" in whole.line()
+    assert one.found == {"stripe-key": 1} and one.masked == {"stripe-key": 1}
+    assert PASSWORD not in json.dumps(whole.to_json()) and STRIPE not in whole.line()
