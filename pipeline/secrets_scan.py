@@ -176,11 +176,12 @@ _OWN: tuple[tuple[str, re.Pattern[str], int], ...] = (
     ("url-password", re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s:/@\"'\\]+:([^\s@/\"'\\]+)@"), 1),
 )
 
-# A person's address. Service senders (git@host, noreply@…) and the reserved example domains
+# A person's address. Service and role senders (git@host, noreply@…, support@…, api@…) and the reserved example domains
 # (RFC 2606: example.com, *.test, …) identify nobody and stay readable; a "domain" ending in a file
 # extension is a file name (icon@2x.png), not an address.
 _EMAIL = re.compile(
-    r"(?i)(?<![A-Za-z0-9._%+\-:/])(?!(?:git|no-?reply|do-?not-?reply|mailer-daemon)@)"
+    r"(?i)(?<![A-Za-z0-9._%+\-:/])(?!(?:git|no-?reply|do-?not-?reply|mailer-daemon|postmaster|hostmaster|webmaster|"
+    r"abuse|api|support|info|help|contact|security|privacy|hello|sales|press|notifications?)@)"
     r"(?![^@\s]*@(?:[a-z0-9\-]+\.)*(?:example\.(?:com|org|net)|[a-z0-9\-]+\.(?:example|test|invalid|localhost))\b)"
     r"[a-z0-9][a-z0-9._%+\-]*@[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?)*"
     r"\.(?!(?:png|jpe?g|gif|svg|webp|ico|js|mjs|cjs|ts|tsx|jsx|json|md|py|rb|go|rs|css|scss|html?|txt|"
