@@ -201,14 +201,32 @@ def _placeholder(value: str) -> bool:
 
 
 # -- detect-secrets plugins --------------------------------------------------------------------------
-# (kind, plugin, hint): the plugin runs only on text in which `hint` occurs, which keeps the slow
+@dataclass(frozen=True)
+class _Hint:
+    """What must occur in a text for a detector to have a chance: `pattern` (a regex with a literal
+    start, cheap to search), or one of the lower-case `words` in the lower-cased text. Most strings
+    of a transcript hold neither, so the detectors themselves rarely run."""
+
+    pattern: re.Pattern[str] | None = None
+    words: tuple[str, ...] = ()
+
+    def holds(self, text: str, low: str) -> bool:
+        if self.pattern is not None:
+            return self.pattern.search(text) is not None
+        for word in self.words:
+            if word in low:
+                return True
+        return False
+
+
+def _hint(pattern: str | None = None, *, lower: tuple[str, ...] = ()) -> _Hint:
+    return _Hint(re.compile(pattern) if pattern else None, lower)
+
+
+# (kind, plugin, hint): the plugin runs only on text that holds its hint, which keeps the slow
 # keyword-prefixed patterns off the megabytes of text that cannot match them.
-def _hint(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
-
-
-_PLUGINS: tuple[tuple[str, BasePlugin, re.Pattern[str]], ...] = (
-    ("aws-access-key", AWSKeyDetector(), _hint(r"A3T|ABIA|ACCA|AKIA|ASIA|(?i:aws)")),
+_PLUGINS: tuple[tuple[str, BasePlugin, _Hint], ...] = (
+    ("aws-access-key", AWSKeyDetector(), _hint(lower=("aws", "a3t", "abia", "acca", "akia", "asia"))),
     ("azure-storage-key", AzureStorageKeyDetector(), _hint(r"AccountKey=")),
     ("url-password", BasicAuthDetector(), _hint(r"://")),
     ("cloudant-credential", CloudantDetector(), _hint(r"(?i:cl(?:oudant|ou)?[-_]?(?:api)?(?:key|pw|pass|token)|cloudant\.com)")),
@@ -224,7 +242,7 @@ _PLUGINS: tuple[tuple[str, BasePlugin, re.Pattern[str]], ...] = (
     ("private-key", PrivateKeyDetector(), _hint(r"BEGIN|PuTTY-User-Key-File")),
     ("pypi-token", PypiTokenDetector(), _hint(r"pypi-AgE")),
     ("sendgrid-key", SendGridDetector(), _hint(r"SG\.")),
-    ("slack-token", SlackDetector(), _hint(r"(?i:xox[abposr]-|hooks\.slack\.com)")),
+    ("slack-token", SlackDetector(), _hint(lower=("xox", "hooks.slack.com"))),
     ("softlayer-key", SoftlayerDetector(), _hint(r"(?i:softlayer|sl[-_]?(?:api)?(?:key|pwd|pass|token))")),
     ("square-token", SquareOAuthDetector(), _hint(r"sq0csp-")),
     ("stripe-key", StripeDetector(), _hint(r"[rs]k_live_")),
@@ -232,11 +250,13 @@ _PLUGINS: tuple[tuple[str, BasePlugin, re.Pattern[str]], ...] = (
     ("twilio-key", TwilioKeyDetector(), _hint(r"AC[a-z0-9]{32}|SK[a-z0-9]{32}")),
     ("artifactory-token", ArtifactoryDetector(), _hint(r"AKC[a-zA-Z0-9]{10}|AP[\dABCDEF][a-zA-Z0-9]{8}")),
 )
+# Our own patterns need one of these.
+_OWN_HINT = _hint(lower=("-----begin", "sk-", "aiza", "://", "aws", "hooks.slack.com", "bearer"))
 
 # The keyword rule: `password = …`, `api_key: …`, `SECRET=…` (quoted as in code, or bare as in .env
 # and YAML files). Run per line of text, because the plugin reports one match per pattern.
 _KEYWORD = KeywordDetector()
-_KEYWORD_HINT = re.compile(r"(?i)key|pass|pwd|secret|contrase")
+_KEYWORD_WORDS = ("key", "pass", "pwd", "secret", "contrase")
 _KEYWORD_GROUPS = (ds_keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP, ds_keyword.CONFIG_DENYLIST_REGEX_TO_GROUP)
 # What a keyword's value must look like to count: a real password has a digit or a symbol, and it
 # is not a code expression (a call, an attribute, a type name).
@@ -374,7 +394,8 @@ def _add_at(found: dict[str, str], text: str, kind: str, value: str) -> None:
 
 def _keyword_values(text: str) -> Iterator[str]:
     for line in text.split("\n"):
-        if not _KEYWORD_HINT.search(line) or _KEYWORD_NAME_SKIP.search(line):
+        low = line.lower()
+        if not any(w in low for w in _KEYWORD_WORDS) or _KEYWORD_NAME_SKIP.search(line):
             continue
         for group in _KEYWORD_GROUPS:
             for value in _KEYWORD.analyze_string(line, denylist_regex_to_group=group):
@@ -398,7 +419,22 @@ def detect(text: str, key: str | None = None) -> set[Secret]:
         # holds no URL password), so masks read as blanks of the same length.
         text = MASK_RE.sub(lambda m: " " * len(m.group(0)), text)
     found: dict[str, str] = {}
-    for kind, pattern, group in _OWN:
+    low = text.lower()
+    _tokens(text, low, found)
+    if "@" in text:
+        for m in _EMAIL.finditer(text):
+            _add(found, "email", m.group(0))
+    if any(w in low for w in _KEYWORD_WORDS):
+        for value in _keyword_values(text):
+            _add_at(found, text, "password", value)
+    for value in _high_entropy(text, key):
+        _add(found, "high-entropy", value)
+    return {_secret(kind, value) for value, kind in found.items()}
+
+
+def _tokens(text: str, low: str, found: dict[str, str]) -> None:
+    """Our own patterns, and the detect-secrets plugins whose hint `text` holds."""
+    for kind, pattern, group in _OWN if _OWN_HINT.holds(text, low) else ():
         for m in pattern.finditer(text):
             value = m.group(group)
             if kind in ("openai-key", "anthropic-key", "bearer-token") and not _random_looking(value):
@@ -410,11 +446,8 @@ def detect(text: str, key: str | None = None) -> set[Secret]:
             else:
                 a, b = _widen(text, m.start(group), m.end(group))
                 _add(found, kind, text[a:b])
-    if "@" in text:
-        for m in _EMAIL.finditer(text):
-            _add(found, "email", m.group(0))
     for kind, plugin, hint in _PLUGINS:
-        if hint.search(text) is None:
+        if not hint.holds(text, low):
             continue
         for value in plugin.analyze_string(text):
             if not value:
@@ -424,12 +457,6 @@ def detect(text: str, key: str | None = None) -> set[Secret]:
             if kind == "private-key":
                 continue  # the header only; our own pattern masks the whole block
             _add_at(found, text, kind, value)
-    if _KEYWORD_HINT.search(text):
-        for value in _keyword_values(text):
-            _add_at(found, text, "password", value)
-    for value in _high_entropy(text, key):
-        _add(found, "high-entropy", value)
-    return {_secret(kind, value) for value, kind in found.items()}
 
 
 def _leaves(value: Any, key: str | None = None) -> Iterator[tuple[str | None, str]]:
@@ -479,14 +506,11 @@ def line_secrets(raw: str) -> frozenset[Secret]:
 
 
 # -- masking -----------------------------------------------------------------------------------------
-def _forms(value: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)
+def _forms(value: str) -> tuple[str, ...]:
     """The value as it may be written: itself, and JSON-escaped (as in a raw line)."""
-    forms = {value}
     escaped = json.dumps(value, ensure_ascii=False)[1:-1]
-    forms.add(escaped)
-    forms.add(json.dumps(value)[1:-1])
-    forms.add(escaped.replace("/", "\\/"))
-    return forms
+    return tuple(dict.fromkeys((value, escaped, json.dumps(value)[1:-1], escaped.replace("/", "\\/"))))
 
 
 def spans(text: str, secrets: Iterable[Secret]) -> list[Span]:
