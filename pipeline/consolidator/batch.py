@@ -38,7 +38,7 @@ from pipeline.consolidator.artifact import (
     write_json,
     write_jsonl,
 )
-from pipeline.consolidator.batch_secrets import redact_answer, scan_sessions
+from pipeline.consolidator.batch_secrets import redact_answer, scan_warehouse
 from pipeline.consolidator.context import BatchContext, EngineResult, EventSink, Recorder, utc_now
 from pipeline.consolidator.contract import Answer
 from pipeline.consolidator.engine import EngineOptions, Prepared, get_engine, resolve_engine
@@ -158,11 +158,6 @@ def _manifest_sessions(db: str | Path | None, session_ids: Sequence[str]) -> lis
     ]
 
 
-def _scan_secrets(db_path: str | Path | None, session_ids: Sequence[str]) -> SecretSet:
-    with warehouse.reading(db_path) as con:
-        return scan_sessions(con, session_ids)
-
-
 def _budgets(budgets: Budgets | Mapping[str, Any] | None) -> Budgets:
     if budgets is None:
         return Budgets()
@@ -239,7 +234,7 @@ def run_batch(
     # A batch killed from here on leaves a folder without run.json: incomplete, never applied.
     crash_point(f"consolidate:{batch_id}")
 
-    batch_secrets = _scan_secrets(db, ids)
+    batch_secrets = scan_warehouse(db, ids)
     ctx = BatchContext(
         run_id=run_id, batch_id=batch_id, db=db, session_ids=tuple(ids), budgets=limits,
         new_from_line={s.session_id: s.new_from_line for s in sessions}, on_event=on_event,

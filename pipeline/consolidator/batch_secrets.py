@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 from pydantic import ValidationError
@@ -20,8 +21,9 @@ from pydantic import ValidationError
 from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, Answer
 from pipeline.secret_gate import SecretSet
 from pipeline.secrets_scan import Secret, line_secrets, spans
+from pipeline.warehouse import db
 
-__all__ = ["SecretsSummary", "redact_answer", "scan_sessions", "summarise"]
+__all__ = ["SecretsSummary", "redact_answer", "scan_sessions", "scan_warehouse", "summarise"]
 
 _FETCH = 512
 
@@ -39,6 +41,20 @@ def scan_sessions(con: duckdb.DuckDBPyConnection, session_ids: Sequence[str]) ->
         for (text,) in batch:
             found |= line_secrets(text)
     return SecretSet(found)
+
+
+def scan_warehouse(db_file: str | Path | None, session_ids: Sequence[str]) -> SecretSet:
+    """`scan_sessions` that holds the warehouse only while it copies the lines out: detection runs
+    after the connection is closed, so a nightly writer (or a batch starting) is never kept waiting
+    for it. A batch's lines are bounded by the planner (--max-bytes), so they fit in memory."""
+    if not session_ids:
+        return SecretSet()
+    with db.reading(db_file) as con:
+        texts = [t for (t,) in con.execute(
+            "SELECT text FROM lines WHERE session_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY session_id, line_no",
+            [list(dict.fromkeys(session_ids))],
+        ).fetchall()]
+    return SecretSet.from_lines(texts)
 
 
 def _clip(text: str, limit: int) -> str:

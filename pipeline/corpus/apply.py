@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from pipeline import config
 from pipeline.consolidator import artifact
-from pipeline.consolidator.batch_secrets import scan_sessions
+from pipeline.consolidator.batch_secrets import scan_warehouse
 from pipeline.consolidator.contract import Answer, Candidate, Commitment, check_answer
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.corpus import dedupe, memory_file, tasks
@@ -107,12 +107,13 @@ def apply(artifact_dir: str | Path, *, db: str | Path | None = None, corpus: str
     m = art.manifest
     result = ApplyResult(art.artifact_id, m.run_id, m.batch_id, "applied")
     repo = Corpus(config.corpus_path(corpus))
+    # Scanned before the writer opens, so the warehouse is held for writing no longer than before.
+    known = scan_warehouse(db, art.session_ids)
     with warehouse.writing(db) as con:
         if warehouse.one(con, "SELECT 1 FROM applied_artifacts WHERE artifact_id = ?", [art.artifact_id]):
             result.status = "already-applied"
             return result
         answer: Answer | None = None
-        known = scan_sessions(con, art.session_ids)
         run = art.art.run
         if not art.art.accepted:
             result.status = "no-answer"

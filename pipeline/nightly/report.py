@@ -20,7 +20,7 @@ import polars as pl
 
 from pipeline import config
 from pipeline.consolidator import pending
-from pipeline.consolidator.batch_secrets import scan_sessions
+from pipeline.consolidator.batch_secrets import scan_sessions, scan_warehouse
 from pipeline.display import plain
 from pipeline.errors import ReportError
 from pipeline.nightly.kernels import papermill_command, run_papermill
@@ -45,10 +45,14 @@ def _cost(model: str | None, prompt: int | None, cached: int | None, completion:
             + (completion or 0) * price.output) / 1e6
 
 
+def _night_sessions(con: Any, run_id: str) -> list[str]:
+    rows = con.execute("SELECT DISTINCT unnest(sessions) FROM batches WHERE run_id = ?", [run_id]).fetchall()
+    return sorted(str(r[0]) for r in rows)
+
+
 def night_secrets(con: Any, run_id: str) -> SecretSet:
     """The secrets of every session a batch of this run was offered."""
-    rows = con.execute("SELECT DISTINCT unnest(sessions) FROM batches WHERE run_id = ?", [run_id]).fetchall()
-    return scan_sessions(con, sorted(str(r[0]) for r in rows))
+    return scan_sessions(con, _night_sessions(con, run_id))
 
 
 def _scrubbed(frame: pl.DataFrame, known: SecretSet) -> pl.DataFrame:
@@ -156,7 +160,8 @@ def write(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None 
           "--output", "report", "--output-dir", str(run_dir)], "nbconvert")
     html = run_dir / "report.html"
     with warehouse.reading(db) as con:
-        known = night_secrets(con, run_id)
+        sessions = _night_sessions(con, run_id)
+    known = scan_warehouse(db, sessions)
     gate_file(html, known)
     gate_file(executed, known)
     return html
