@@ -38,9 +38,9 @@ from pipeline.consolidator.artifact import (
     write_json,
     write_jsonl,
 )
-from pipeline.consolidator.batch_secrets import redact_answer, scan_warehouse
+from pipeline.consolidator.batch_secrets import scan_warehouse
 from pipeline.consolidator.context import BatchContext, EngineResult, EventSink, Recorder, utc_now
-from pipeline.consolidator.contract import Answer
+from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, Answer
 from pipeline.consolidator.engine import EngineOptions, Prepared, get_engine, resolve_engine
 from pipeline.errors import PipelineError, ToolError, UsageError
 from pipeline.faults import crash_point
@@ -324,3 +324,33 @@ def _scrub_tool_call(row: dict[str, Any], known: SecretSet) -> dict[str, Any]:
     if known:
         row["arguments"] = known.scrub_json(row.get("arguments"))
     return row
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def redact_answer(answer: Answer, secrets: SecretSet) -> Answer:
+    """The answer as it may be written to answer.json: claims, gists, entities and statements
+    scrubbed (masked, and any rewritten secret cut out); quotes masked by known value only, so that
+    the mask rule still finds them in the stored lines."""
+    if not secrets:
+        return answer
+    data = answer.model_dump(mode="json")
+    for cand in data["candidates"]:
+        cand["claim"] = _clip(secrets.scrub(cand["claim"]), MAX_CLAIM_CHARS)
+        cand["gist"] = _clip(secrets.scrub(cand["gist"]), MAX_GIST_CHARS)
+        for entity in cand["entities"]:
+            entity["name"] = secrets.scrub(entity["name"])
+        for ev in cand["evidence"]:
+            ev["quote"] = secrets.mask_known(ev["quote"])
+    for com in data["commitments"]:
+        com["statement"] = secrets.scrub(com["statement"])
+        for ev in com["evidence"]:
+            ev["quote"] = secrets.mask_known(ev["quote"])
+    try:
+        return Answer.model_validate(data)
+    except ValidationError:
+        # Masking made a field invalid (a quote past its length limit): written as is, so that
+        # apply refuses it with the reason rather than the secret being written unmasked.
+        return Answer.model_construct(**data)

@@ -1,7 +1,8 @@
 """The secrets of a batch: detected once on the raw lines of its sessions, then masked everywhere.
 
 `scan_sessions` reads every stored line of the batch's sessions (the lines a batch can touch) and
-returns a `SecretSet`; `summarise` counts what detection finds and masks per kind (the secrets
+returns a `SecretSet` (`scan_warehouse` does the same on a connection of its own, held only while the
+lines are copied out); `summarise` counts what detection finds and masks per kind (the secrets
 line of `make check-real`). The batch's tools mask them in what the model reads, the rules engine masks
 them before it normalises, the artifact writer masks them in every file, and `apply` and the night
 report compute them again (never trusting an artifact) for their last gate.
@@ -16,14 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-from pydantic import ValidationError
 
-from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, Answer
 from pipeline.secret_gate import SecretSet
 from pipeline.secrets_scan import Secret, line_secrets, spans
 from pipeline.warehouse import db
 
-__all__ = ["SecretsSummary", "redact_answer", "scan_sessions", "scan_warehouse", "summarise"]
+__all__ = ["SecretsSummary", "scan_sessions", "scan_warehouse", "summarise"]
 
 _FETCH = 512
 
@@ -55,36 +54,6 @@ def scan_warehouse(db_file: str | Path | None, session_ids: Sequence[str]) -> Se
             [list(dict.fromkeys(session_ids))],
         ).fetchall()]
     return SecretSet.from_lines(texts)
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def redact_answer(answer: Answer, secrets: SecretSet) -> Answer:
-    """The answer as it may be written to answer.json: claims, gists, entities and statements
-    scrubbed (masked, and any rewritten secret cut out); quotes masked by known value only, so that
-    the mask rule still finds them in the stored lines."""
-    if not secrets:
-        return answer
-    data = answer.model_dump(mode="json")
-    for cand in data["candidates"]:
-        cand["claim"] = _clip(secrets.scrub(cand["claim"]), MAX_CLAIM_CHARS)
-        cand["gist"] = _clip(secrets.scrub(cand["gist"]), MAX_GIST_CHARS)
-        for entity in cand["entities"]:
-            entity["name"] = secrets.scrub(entity["name"])
-        for ev in cand["evidence"]:
-            ev["quote"] = secrets.mask_known(ev["quote"])
-    for com in data["commitments"]:
-        com["statement"] = secrets.scrub(com["statement"])
-        for ev in com["evidence"]:
-            ev["quote"] = secrets.mask_known(ev["quote"])
-    try:
-        return Answer.model_validate(data)
-    except ValidationError:
-        # Masking made a field invalid (a quote past its length limit): written as is, so that
-        # apply refuses it with the reason rather than the secret being written unmasked.
-        return Answer.model_construct(**data)
 
 
 @dataclass(frozen=True)

@@ -108,12 +108,14 @@ def tables(db: str | Path, run_id: str, run_dir: str | Path) -> dict[str, Any]:
         "sessions pending": len(still_pending), "prompt tokens": tokens["prompt"],
         "cached share": round(tokens["cached"] / tokens["prompt"], 3) if tokens["prompt"] else None,
         "cost usd": round(sum(costs), 4) if costs else 0.0,
+        # What was masked, by kind and count only: a reviewer sees that secrets were there.
+        "secrets masked": ", ".join(f"{kind} {n}" for kind, n in known.counts().items()) or "none",
     }
     return {"run": _scrubbed(run, known), "totals": totals, "batches": _scrubbed(batch_table, known),
             "memories": _scrubbed(memories, known),
             "tasks": _scrubbed(tasks_all.filter(pl.col("status") == "proposed"), known), "watermarks": wm,
             "pending": pl.DataFrame({"session_id": still_pending}, schema={"session_id": pl.String}),
-            "cache_dir": run_dir / "cache", "secrets": known.counts()}
+            "cache_dir": run_dir / "cache"}
 
 
 def html_table(frame: pl.DataFrame, *, empty: str, link: str | None = None) -> str:
