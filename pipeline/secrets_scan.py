@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import string
 from collections.abc import Iterable, Iterator
@@ -272,10 +273,11 @@ HIGH_ENTROPY_MIN = 20
 HIGH_ENTROPY_MAX = 200
 _TOKEN = re.compile(r"[A-Za-z0-9+/=_\-]+")
 _HEX = re.compile(r"[0-9a-fA-F]+")
-# Ids that coding agents and model APIs print everywhere: call_…, toolu_…, msg_…, req_…, resp_…, rs_…
+# Ids that coding agents and model APIs print everywhere: call_…, toolu_…, msg_…, req_…, resp_…, rs_…,
+# and any Anthropic-style id (a short lower-case prefix, then _01 and base58: cse_01VVj…).
 _ID_PREFIX = re.compile(
     r"^(?:call|toolu|srvtoolu|msg|req|resp|rs|fc|ws|file|run|thread|asst|chatcmpl|cmpl|evt|batch|ft|org|proj|user|"
-    r"sess|session|conv|turn|item|step|task|agent|cache|img|ctx)[_\-]"
+    r"sess|session|conv|turn|item|step|task|agent|cache|img|ctx)[_\-]|^[a-z]{2,10}_01[1-9A-HJ-NP-Za-km-z]{18,30}$"
 )
 # JSON keys whose values are ids, hashes or blobs by construction.
 _ID_KEYS = frozenset({
@@ -292,6 +294,21 @@ _SRI = re.compile(r"^sha(?:1|256|384|512)-")
 
 def _entropy(value: str) -> float:
     return float(_B64.calculate_shannon_entropy(value))
+
+
+def _entropy_limit(n: int) -> float:
+    """detect-secrets' 4.5 bits, lowered for short strings: a random 24-character key cannot reach
+    4.5 (its most is log2(24) = 4.58, its usual 4.2), so the limit follows the length below 40."""
+    return min(_ENTROPY_LIMIT, 0.85 * math.log2(n))
+
+
+# Runs of a word (lower case, or capitalised): identifiers are made of them, generated keys are not.
+_WORDS = re.compile(r"[a-z]{4,}|[A-Z][a-z]{3,}")
+
+
+def _wordy(value: str) -> bool:
+    """Mostly words (`handleUserAuthentication2`, `PostgresConnectionPool9x`): an identifier."""
+    return sum(len(w) for w in _WORDS.findall(value)) > 0.7 * len(value)
 
 
 def _high_entropy_value(value: str, key: str | None) -> bool:
@@ -312,7 +329,9 @@ def _high_entropy_value(value: str, key: str | None) -> bool:
     if "/" in value and (value[0] in "/~." or "_" in value or "." in value
                          or max(len(p) for p in value.split("/")) < HIGH_ENTROPY_MIN):
         return False  # a path: /home/ana/src/plugin_check, src/components/UserProfile/index.tsx
-    return _entropy(value) > _ENTROPY_LIMIT
+    if _wordy(value):
+        return False
+    return _entropy(value) > _entropy_limit(n)
 
 
 def _high_entropy(text: str, key: str | None) -> Iterator[str]:
