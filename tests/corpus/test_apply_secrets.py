@@ -72,7 +72,7 @@ def test_rewritten_secrets_are_refused_and_masked_quotes_land(env) -> None:
             "evidence": [{"sessionId": ids[0], "quote": "I'll revoke [REDACTED:openai-key] tomorrow after the release."}],
             "confidence": 0.9, "resolved": False,
         }])
-    r = apply.apply(art, db_file=wh, corpus_dir=corpus)
+    r = apply.apply(art, db=wh, corpus=corpus)
     assert r.status == "applied", r.reason
     assert len(r.memories_written) == 1
     refused = r.candidates_refused
@@ -91,7 +91,7 @@ def test_a_raw_secret_in_a_claim_is_masked_before_it_lands(env) -> None:
     tmp, wh, corpus, ids = env
     with db.reading(wh) as con:
         art = write_artifact(tmp / "a1", con, ids, candidates=[candidate(f"OpenAI refuses {KEY} with HTTP 401.", ids=ids)])
-    r = apply.apply(art, db_file=wh, corpus_dir=corpus)
+    r = apply.apply(art, db=wh, corpus=corpus)
     assert r.status == "applied" and len(r.memories_written) == 1
     assert KEY not in everything(corpus, wh)
     assert "[REDACTED:openai-key]" in Corpus(corpus).git("log", "-1", "--format=%s")
