@@ -135,3 +135,171 @@ def write_artifact(
         "startedAt": created_at, "finishedAt": created_at,
     }))
     return folder
+
+
+# --- planted secrets ----------------------------------------------------------------------------
+# A scratch copy of the checkout-api sample sessions with live-looking secrets of many kinds planted
+# where they show up in real transcripts: recurring tool errors (an AuthenticationError, a
+# connection URL, a boto error, a failed git push), tool inputs, URLs, a file's content and what
+# the user and the agent said. The values are generated at test time (none is written in the
+# repository) and each kind appears in at least two sessions where a pattern needs it.
+CHECKOUT = "-home-ana-src-checkout-api"
+CODEX_CHECKOUT = "01a16429-82e6-7f9b-8a2a-d5fcc8ee2920"
+
+
+def fake_secrets(seed: int = 15) -> dict[str, str]:
+    import random
+    import string
+
+    rng = random.Random(seed)
+    alnum = string.ascii_letters + string.digits
+
+    def run(n: int, chars: str = alnum) -> str:
+        while True:
+            out = "".join(rng.choice(chars) for _ in range(n))
+            if any(c.isdigit() for c in out) and any(c.islower() for c in out) and any(c.isupper() for c in out):
+                return out
+
+    upper_digits = string.ascii_uppercase + string.digits
+    return {
+        "openai-key": f"sk-proj-{run(24)}_{run(40)}",
+        "openai-key-2": f"sk-proj-{run(24)}_{run(40)}",
+        "stripe-key": f"sk_live_51{run(30)}",
+        "stripe-key-2": f"sk_live_51{run(30)}",
+        "aws-access-key": "AKIA" + "".join(rng.choice(upper_digits) for _ in range(16)),
+        "aws-secret-key": run(40, alnum + "/+"),
+        "url-password": run(18),
+        "anthropic-key": f"sk-ant-api03-{run(60)}-{run(20)}AA",
+        "github-token": f"ghp_{run(36)}",
+        "slack-token": f"xoxb-{rng.randrange(10**11, 10**12)}-{rng.randrange(10**12, 10**13)}-{run(24)}",
+        "email": "maria.gonzalez@acme-billing.io",
+        "private-key": "\n".join(["-----BEGIN OPENSSH PRIVATE KEY-----", *(run(64, alnum + "+/") for _ in range(4)),
+                                  "-----END OPENSSH PRIVATE KEY-----"]),
+        "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbmEiLCJzY29wZSI6Im9yZGVycyJ9." + run(43, alnum + "-_"),
+        "google-api-key": "AIza" + run(35, alnum + "-_"),
+        "password": run(10) + "&3x!",
+    }
+
+
+def _claude_line(session_id: str, parent: str, uuid: str, at: str, message: dict[str, Any], kind: str) -> str:
+    return json.dumps({
+        "parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": "/home/ana/src/checkout-api",
+        "sessionId": session_id, "version": "2.0.31", "gitBranch": "main", "type": kind, "message": message,
+        "uuid": uuid, "timestamp": at,
+    }, ensure_ascii=False)
+
+
+def _append_claude(path: Path, turns: list[tuple[str, Any]]) -> None:
+    """Append turns to a Claude Code transcript: ("bash", (command, output, is_error)), ("said", (role, text))."""
+    import datetime as dt
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    last = json.loads(lines[-1])
+    session_id = last["sessionId"]
+    at = dt.datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00"))
+    parent = last["uuid"]
+    out = []
+    for n, (what, payload) in enumerate(turns):
+        at += dt.timedelta(seconds=20)
+        stamp = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        uid = f"5ec0{n:04d}-0000-4000-8000-{abs(hash((session_id, n))) % 10**12:012d}"
+        if what == "bash":
+            command, output, is_error = payload
+            tool_id = f"toolu_01Planted{n:04d}{session_id[:8]}"
+            out.append(_claude_line(session_id, parent, uid, stamp, {
+                "role": "assistant", "type": "message", "model": "claude-sonnet-4-5-20250929",
+                "content": [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": command}}],
+            }, "assistant"))
+            parent = uid
+            uid = uid[:-1] + "r"
+            out.append(_claude_line(session_id, parent, uid, stamp, {
+                "role": "user",
+                "content": [{"tool_use_id": tool_id, "type": "tool_result", "content": output, "is_error": is_error}],
+            }, "user"))
+        else:
+            role, text = payload
+            content: Any = text if role == "user" else [{"type": "text", "text": text}]
+            message = {"role": role, "content": content}
+            if role == "assistant":
+                message |= {"type": "message", "model": "claude-sonnet-4-5-20250929"}
+            out.append(_claude_line(session_id, parent, uid, stamp, message, role))
+        parent = uid
+    path.write_text("\n".join([*lines, *out]) + "\n", encoding="utf-8")
+
+
+def _append_codex(path: Path, calls: list[tuple[str, str, int]]) -> None:
+    """Append shell calls (command, output, exit code) to a Codex rollout."""
+    import datetime as dt
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    at = dt.datetime.fromisoformat(json.loads(lines[-1])["timestamp"].replace("Z", "+00:00"))
+    out = []
+    for n, (command, output, code) in enumerate(calls):
+        at += dt.timedelta(seconds=20)
+        stamp = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        call_id = f"call_Planted{n:04d}"
+        args = json.dumps({"command": ["bash", "-lc", command], "workdir": "/home/ana/src/checkout-api"})
+        out.append(json.dumps({"timestamp": stamp, "type": "response_item", "payload": {
+            "type": "function_call", "name": "shell", "arguments": args, "call_id": call_id}}))
+        result = json.dumps({"output": output, "metadata": {"exit_code": code, "duration_seconds": 0.4}})
+        out.append(json.dumps({"timestamp": stamp, "type": "response_item", "payload": {
+            "type": "function_call_output", "call_id": call_id, "output": result}}))
+    path.write_text("\n".join([*lines, *out]) + "\n", encoding="utf-8")
+
+
+def planted_samples(folder: Path, seed: int = 15) -> dict[str, str]:
+    """Copy the checkout-api sessions (Claude Code and Codex) into `folder` and plant secrets in them.
+    Returns the planted values by kind (a kind planted twice has a second value, `<kind>-2`)."""
+    s = fake_secrets(seed)
+    claude = folder / "claude" / "projects" / CHECKOUT
+    shutil.copytree(SAMPLES / "claude" / "projects" / CHECKOUT, claude)
+    codex_src = next((SAMPLES / "codex").rglob(f"*{CODEX_CHECKOUT}.jsonl"))
+    codex = folder / "codex" / codex_src.name
+    codex.parent.mkdir(parents=True)
+    shutil.copyfile(codex_src, codex)
+
+    def openai_error(key: str) -> str:
+        return ("Traceback (most recent call last):\n  File \"scripts/summarise.py\", line 12, in <module>\n"
+                f"openai.AuthenticationError: Error code: 401 - Incorrect API key provided: {key}. "
+                "You can find your API key at https://platform.openai.com/account/api-keys.")
+
+    def stripe_error(key: str) -> str:
+        return f"Exit code 1\nstripe.error.AuthenticationError: Invalid API Key provided: {key}"
+
+    pg_url = f"postgresql://ledger:{s['url-password']}@db.internal:5432/ledger"
+    url_error = (f"sqlalchemy.exc.OperationalError: (psycopg.OperationalError) connection to {pg_url} failed: "
+                 "FATAL:  password authentication failed for user \"ledger\"")
+    boto_error = ("botocore.exceptions.ClientError: An error occurred (SignatureDoesNotMatch) when calling the "
+                  f"ListBuckets operation: The request signature we calculated does not match. AWSAccessKeyId={s['aws-access-key']}")
+    push = f"git push https://{s['github-token']}@github.com/ana/checkout-api.git main"
+    push_error = f"fatal: Authentication failed for 'https://{s['github-token']}@github.com/ana/checkout-api.git/'"
+    aws_cmd = (f"AWS_ACCESS_KEY_ID={s['aws-access-key']} AWS_SECRET_ACCESS_KEY={s['aws-secret-key']} "
+               "aws s3 ls s3://checkout-receipts")
+    sessions = sorted(p for p in claude.glob("*.jsonl") if len(p.read_text().splitlines()) > 20)
+    first, second = sessions[0], sessions[1]
+    _append_claude(first, [
+        ("bash", ("uv run python scripts/summarise.py", openai_error(s["openai-key"]), True)),
+        ("bash", ("uv run python scripts/refund.py", stripe_error(s["stripe-key"]), True)),
+        ("bash", (aws_cmd, boto_error, True)),
+        ("bash", (f"psql {pg_url} -c 'select 1'", url_error, True)),
+        ("bash", (push, push_error, True)),
+        ("bash", (f"curl -s https://api.checkout.internal/v1/orders?access_token={s['jwt']}", "[]", False)),
+        ("said", ("assistant", f"I'll rotate the Slack bot token {s['slack-token']} tomorrow after the deploy.")),
+    ])
+    _append_claude(second, [
+        ("bash", ("uv run python scripts/summarise.py", openai_error(s["openai-key-2"]), True)),
+        ("bash", ("uv run python scripts/refund.py", stripe_error(s["stripe-key-2"]), True)),
+        ("bash", (aws_cmd, boto_error, True)),
+        ("bash", (f"psql {pg_url} -c 'select 1'", url_error, True)),
+        ("bash", (push, push_error, True)),
+        ("bash", (f"curl https://api.anthropic.com/v1/messages -H 'x-api-key: {s['anthropic-key']}' -d @req.json",
+                  "anthropic.AuthenticationError: Error code: 401 - invalid x-api-key", True)),
+        ("bash", ("cat ~/.ssh/deploy_key", s["private-key"], False)),
+        ("said", ("user", f"I'll forward the failing invoice ids to {s['email']} tomorrow morning.")),
+    ])
+    _append_codex(codex, [
+        (f"GOOGLE_MAPS_KEY={s['google-api-key']} uv run python scripts/geocode.py", "ok: 12 addresses", 0),
+        ("cat .env.integration", f"DB_USER=ledger\nDB_PASSWORD={s['password']}\n", 0),
+        ("uv run python scripts/summarise.py", openai_error(s["openai-key"]), 1),
+    ])
+    return s

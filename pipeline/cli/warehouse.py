@@ -63,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"occurrences listed (default {tools.MAX_HITS})")
     p.add_argument("--context", type=int, default=tools.CONTEXT_CHARS, metavar="N",
                    help=f"characters shown each side (default {tools.CONTEXT_CHARS})")
+    _add_redact(p)
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_search)
@@ -77,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("end", type=int, metavar="END", help="last line, included")
     p.add_argument("--width", type=int, default=tools.DEFAULT_WIDTH, metavar="N",
                    help=f"characters per line (default {tools.DEFAULT_WIDTH}, at most {tools.MAX_WIDTH})")
+    _add_redact(p)
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_read)
@@ -93,6 +95,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", metavar="FILE", help="keep the warehouse in FILE instead of a scratch file")
     add_json(p)
     p.set_defaults(func=cmd_check_real)
+
+
+def _add_redact(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--redact", action="store_true",
+                   help="mask secrets ([REDACTED:kind]) as the consolidator's model sees them; "
+                        "without it you see the raw transcript")
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -158,7 +166,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
             entries = pending.pending_sessions(con)
         else:
-            entries = tools.list_sessions(con)
+            entries = tools.list_sessions(con, redact=False)
     if args.json:
         print_json(entries)
         return 0
@@ -169,7 +177,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     with db.reading(args.db) as con:
-        result = tools.search_transcript(con, args.session_id, args.phrase, max_hits=args.max_hits, context=args.context)
+        result = tools.search_transcript(con, args.session_id, args.phrase, max_hits=args.max_hits,
+                                         context=args.context, redact=args.redact)
     if args.json:
         print_json(result)
         return 0
@@ -182,7 +191,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_read(args: argparse.Namespace) -> int:
     with db.reading(args.db) as con:
-        result = tools.read_lines(con, args.session_id, args.start, args.end, args.width)
+        result = tools.read_lines(con, args.session_id, args.start, args.end, args.width, redact=args.redact)
     if args.json:
         print_json(result)
         return 0

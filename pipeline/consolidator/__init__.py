@@ -6,7 +6,8 @@ sees them), `contract` and `quotes` (the answer contract; where a quote is verif
 `error_shapes` and `commitments` (the offline engine), `artifact` (the batch folder's files),
 `batch_input` (a batch's input, the files a running batch reads instead of the warehouse),
 `batch` (one batch end to end), `prompts` (loading the system prompt), `pending` (which sessions a
-night offers), `notebook_views` (the consolidate notebook's tables).
+night offers), `notebook_views` (the consolidate notebook's tables), `batch_secrets` (the secrets
+of a batch's sessions, masked in everything the batch reads and writes).
 
 May import: `pipeline.warehouse`, `pipeline.anchoring` and the cross-cutting top-level modules.
 It never writes the warehouse, and a running batch does not read it either: only its input folder.

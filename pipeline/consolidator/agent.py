@@ -115,7 +115,7 @@ class _Loop:
         self.rec = recorder
         self.config = config
         self.client = client
-        self.tools = BatchTools(ctx.source, ctx.session_ids)
+        self.tools = BatchTools(ctx.source, ctx.session_ids, ctx.secrets)
         self.system = system_prompt()
         self.schemas = tool_schemas()
         self.messages: list[dict[str, Any]] = [

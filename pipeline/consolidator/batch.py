@@ -42,11 +42,13 @@ from pipeline.consolidator.artifact import (
     write_jsonl,
 )
 from pipeline.consolidator.batch_input import INPUT_DIR, BatchInput, snapshot
+from pipeline.consolidator.batch_secrets import scan_sessions
 from pipeline.consolidator.context import BatchContext, EngineResult, EventSink, Recorder, utc_now
-from pipeline.consolidator.contract import Answer
+from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, Answer
 from pipeline.consolidator.engine import EngineOptions, Prepared, get_engine, resolve_engine
 from pipeline.errors import PipelineError, ToolError, UsageError
 from pipeline.faults import crash_point
+from pipeline.secret_gate import SecretSet
 
 if TYPE_CHECKING:  # the openai client is imported only when the LLM engine runs: it is slow to load
     from openai import OpenAI
@@ -242,13 +244,20 @@ def run_batch(
     # A batch killed from here on leaves a folder without run.json: incomplete, never applied.
     crash_point(f"consolidate:{batch_id}")
 
+    # Secrets are detected on the batch's own input, like everything else the batch reads.
+    with source.reading() as scan_con:
+        batch_secrets = scan_sessions(scan_con, ids)
     ctx = BatchContext(
         run_id=run_id, batch_id=batch_id, source=source, session_ids=tuple(ids), budgets=limits,
         new_from_line={s.session_id: s.new_from_line for s in sessions}, on_event=on_event,
+        secrets=batch_secrets,
     )
     if removed:
         ctx.emit("engine", f"replacing the earlier artifact in {folder} ({', '.join(removed)})")
     ctx.emit("engine", why)
+    if batch_secrets:
+        counts = ", ".join(f"{n} {kind}" for kind, n in batch_secrets.counts().items())
+        ctx.emit("engine", f"secrets found in the batch's transcripts and masked everywhere: {counts}")
     recorder = Recorder(run_id=run_id, batch_id=batch_id)
     result = _run_engine(prepared, ctx, recorder)
     return _finish(folder, manifest, ctx, recorder, result, started_at)
@@ -299,6 +308,11 @@ def _finish(
     started_at: Any,
 ) -> BatchResult:
     answer = result.answer if result.outcome == "accepted" else None
+    known = ctx.secrets
+    if answer is not None:
+        answer = redact_answer(answer, known)
+    if known and result.reason:
+        result.reason = known.scrub(result.reason)
     touched = recorder.touched()
     read = list(answer.readSessionIds) if answer else []
     touched_set = set(touched)
@@ -330,12 +344,50 @@ def _finish(
     )
     if answer is not None:
         write_answer(folder, answer)
-    write_json(folder / PROBLEMS, [r.model_dump(mode="json") for r in recorder.refused])
+    # Every file of the artifact is built from redacted text: the model's arguments and the refusal
+    # reasons are scrubbed against the batch's secrets like everything else.
+    write_json(folder / PROBLEMS, [known.scrub_json(r.model_dump(mode="json")) for r in recorder.refused])
     write_jsonl(folder / LLM_CALLS, [r.model_dump(mode="json") for r in recorder.llm_calls])
-    write_jsonl(folder / TOOL_CALLS, [r.model_dump(mode="json") for r in recorder.tool_calls])
+    write_jsonl(folder / TOOL_CALLS, [_scrub_tool_call(r.model_dump(mode="json"), known) for r in recorder.tool_calls])
     write_json(folder / RUN, run)  # last: its presence marks the folder complete
     untouched = f"; named but never read: {', '.join(run.untouched_read_session_ids)}" if run.untouched_read_session_ids else ""
     ctx.emit("outcome", f"{result.outcome}: {result.reason}{untouched}", outcome=result.outcome, outDir=str(folder))
     return BatchResult(
         outcome=result.outcome, reason=result.reason, out_dir=folder, manifest=manifest, run=run, answer=answer
     )
+
+
+def _scrub_tool_call(row: dict[str, Any], known: SecretSet) -> dict[str, Any]:
+    if known:
+        row["arguments"] = known.scrub_json(row.get("arguments"))
+    return row
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def redact_answer(answer: Answer, secrets: SecretSet) -> Answer:
+    """The answer as it may be written to answer.json: claims, gists, entities and statements
+    scrubbed (masked, and any rewritten secret cut out); quotes masked by known value only, so that
+    the mask rule still finds them in the stored lines."""
+    if not secrets:
+        return answer
+    data = answer.model_dump(mode="json")
+    for cand in data["candidates"]:
+        cand["claim"] = _clip(secrets.scrub(cand["claim"]), MAX_CLAIM_CHARS)
+        cand["gist"] = _clip(secrets.scrub(cand["gist"]), MAX_GIST_CHARS)
+        for entity in cand["entities"]:
+            entity["name"] = secrets.scrub(entity["name"])
+        for ev in cand["evidence"]:
+            ev["quote"] = secrets.mask_known(ev["quote"])
+    for com in data["commitments"]:
+        com["statement"] = secrets.scrub(com["statement"])
+        for ev in com["evidence"]:
+            ev["quote"] = secrets.mask_known(ev["quote"])
+    try:
+        return Answer.model_validate(data)
+    except ValidationError:
+        # Masking made a field invalid (a quote past its length limit): written as is, so that
+        # apply refuses it with the reason rather than the secret being written unmasked.
+        return Answer.model_construct(**data)

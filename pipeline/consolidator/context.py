@@ -28,6 +28,7 @@ from pipeline.consolidator.artifact import (
 )
 from pipeline.consolidator.batch_input import BatchInput
 from pipeline.consolidator.contract import Answer, Problem
+from pipeline.secret_gate import SecretSet
 
 __all__ = ["BatchContext", "EngineResult", "Event", "EventKind", "EventSink", "Recorder", "utc_now"]
 
@@ -63,9 +64,14 @@ class BatchContext:
     on_event: EventSink | None = None
     # Monotonic clock at the start of the batch: the wall-time budget counts from here.
     started: float = field(default_factory=time.monotonic)
+    # The secrets detected on the batch's lines: masked in everything the engine reads or writes.
+    secrets: SecretSet = field(default_factory=SecretSet)
 
     def emit(self, kind: EventKind, text: str, **data: Any) -> None:
+        """Report progress; what a notebook prints must not hold a secret either."""
         if self.on_event is not None:
+            if self.secrets:
+                text, data = self.secrets.scrub(text), self.secrets.scrub_json(data)
             self.on_event(Event(kind, text, data))
 
     def elapsed(self) -> float:

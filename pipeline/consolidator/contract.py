@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from pipeline.consolidator.batch_secrets import scan_sessions
 from pipeline.consolidator.quotes import QuoteIndex, WarehouseQuotes
 from pipeline.errors import UsageError
 
@@ -615,7 +616,8 @@ def check_answer_file(
     if not batch:
         raise UsageError("--sessions names no session: pass the batch's ids, comma-separated")
     with reading(db) as con:
-        quotes = WarehouseQuotes(con)
+        # The batch's secrets, as the batch and apply see them: a quote may hold their masks.
+        quotes = WarehouseQuotes(con, scan_sessions(con, batch))
         unknown = [s for s in batch if not quotes.session_exists(s)]
         if unknown:
             # The batch itself is part of the invocation: an id the warehouse lacks is a typo to fix.

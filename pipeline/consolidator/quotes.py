@@ -15,6 +15,14 @@ Two implementations of `QuoteIndex` share that rule: `WarehouseQuotes` reads a `
 DuckDB (transcripts can be megabytes, single lines over a megabyte): a running batch checks quotes
 against its input folder (`pipeline.consolidator.batch_input`), and `apply` checks them again against
 the warehouse; `MemoryQuotes` holds lines in a dict for tests and small tools.
+The mask rule: engines only ever see transcripts with secrets masked (`[REDACTED:kind]`), so they
+quote masked text. A quote that holds a mask is verbatim when the line, with its detected secrets
+(and the batch's known ones) masked, holds it: that is, when the stored text has a detected secret
+of that kind at that place. Passages shown back as "closest" are masked the same way.
+
+Two implementations of `QuoteIndex` share that rule: `WarehouseQuotes` reads the `lines` table of
+the DuckDB warehouse (transcripts can be megabytes, single lines over a megabyte), and `MemoryQuotes`
+holds lines in a dict for tests and small tools.
 """
 
 from __future__ import annotations
@@ -27,6 +35,10 @@ from typing import Any, Protocol, runtime_checkable
 import duckdb
 from rapidfuzz import fuzz
 
+from pipeline.redact import MASK_RE, has_mask
+from pipeline.secret_gate import SecretSet
+from pipeline.secrets_scan import Secret, line_secrets, mask
+
 __all__ = [
     "CLOSEST_SCAN_CHARS",
     "PASSAGE_CHARS",
@@ -36,6 +48,7 @@ __all__ = [
     "anchor_words",
     "closest_passage",
     "escape_safe_needle",
+    "masked_needle",
     "quote_in_line",
     "searchable_strings",
 ]
@@ -109,13 +122,16 @@ def searchable_strings(text: str) -> tuple[bool, list[str]]:
     return True, out
 
 
-def quote_in_line(quote: str, text: str) -> bool:
+def quote_in_line(quote: str, text: str, known: frozenset[Secret] = frozenset()) -> bool:
     """True when `quote` occurs verbatim in the line `text` (raw, or decoded as described above).
 
-    The empty quote is never verbatim: there is nothing to check.
+    The empty quote is never verbatim: there is nothing to check. A quote holding a mask is looked
+    up in the line with its secrets (those detected on it, and `known`) masked.
     """
     if not quote:
         return False
+    if has_mask(quote):
+        return _masked_quote_in_line(quote, text, known)
     if quote in text:
         return True
     ok, parsed = _parse(text)
@@ -128,6 +144,31 @@ def quote_in_line(quote: str, text: str) -> bool:
         if inner_ok and any(quote in s for s in _walk_strings(inner)):
             return True
     return False
+
+
+def _masked_quote_in_line(quote: str, text: str, known: frozenset[Secret]) -> bool:
+    parts = [p for p in MASK_RE.split(quote)[::2] if p]
+    if parts and not all(_part_may_be_in(p, text) for p in parts):
+        return False
+    secrets = line_secrets(text) | known
+    if not secrets:
+        return False
+    if quote in mask(text, secrets):
+        return True
+    _, strings = searchable_strings(text)
+    return any(quote in mask(s, secrets) for s in strings)
+
+
+def _part_may_be_in(part: str, text: str) -> bool:
+    """A cheap test that a plain stretch of a quote can be in the line, raw or decoded."""
+    needle = escape_safe_needle(part)
+    return not needle or needle in text
+
+
+def masked_needle(quote: str) -> str:
+    """escape_safe_needle over the plain stretches of a quote that holds masks."""
+    runs = [escape_safe_needle(p) for p in MASK_RE.split(quote)[::2] if p]
+    return max(runs, key=len) if runs else ""
 
 
 def escape_safe_needle(quote: str) -> str:
@@ -150,12 +191,13 @@ def anchor_words(quote: str, limit: int = 6) -> list[str]:
     return list(seen)
 
 
-def _pieces(text: str) -> list[str]:
-    """What a reader would see of a line: its decoded strings, or the raw text when it is not JSON."""
+def _pieces(text: str, known: frozenset[Secret] = frozenset()) -> list[str]:
+    """What a reader would see of a line: its decoded strings, or the raw text when it is not JSON,
+    with its secrets masked (a passage shown back to a model never holds one)."""
     is_json, strings = searchable_strings(text)
-    if not is_json:
-        return [text]
-    return [s for s in strings if s.strip()] or [text]
+    pieces = [text] if not is_json else ([s for s in strings if s.strip()] or [text])
+    secrets = line_secrets(text) | known
+    return [mask(p, secrets) for p in pieces] if secrets else pieces
 
 
 def _windows(piece: str, quote: str, anchors: Sequence[str]) -> list[str]:
@@ -171,16 +213,19 @@ def _windows(piece: str, quote: str, anchors: Sequence[str]) -> list[str]:
 
 
 def _scan_windows(
-    quote: str, rows: Iterable[tuple[int, str]], anchors: Sequence[str]
+    quote: str, rows: Iterable[tuple[int, str]], anchors: Sequence[str], known: frozenset[Secret]
 ) -> Iterator[tuple[int, str]]:
     for line_no, text in rows:
-        for piece in _pieces(text):
+        for piece in _pieces(text, known):
             for window in _windows(piece, quote, anchors):
                 yield line_no, window
 
 
-def closest_passage(quote: str, rows: Iterable[tuple[int, str]]) -> tuple[int, str] | None:
-    """The passage of `rows` (line number, text) most like `quote`, at most PASSAGE_CHARS long.
+def closest_passage(
+    quote: str, rows: Iterable[tuple[int, str]], known: frozenset[Secret] = frozenset()
+) -> tuple[int, str] | None:
+    """The passage of `rows` (line number, text) most like `quote`, at most PASSAGE_CHARS long,
+    with secrets masked.
 
     Bounded: at most CLOSEST_SCAN_CHARS characters are compared in all. Returns None when nothing
     scores at least MIN_CLOSEST_SCORE.
@@ -190,7 +235,7 @@ def closest_passage(quote: str, rows: Iterable[tuple[int, str]]) -> tuple[int, s
     anchors = anchor_words(quote)
     budget = CLOSEST_SCAN_CHARS
     best: tuple[float, int, str] | None = None
-    for line_no, window in _scan_windows(quote, rows, anchors):
+    for line_no, window in _scan_windows(quote, rows, anchors, known):
         if budget <= 0:
             break
         window = window[:budget]
@@ -236,17 +281,20 @@ class QuoteIndex(Protocol):
 class MemoryQuotes:
     """A QuoteIndex over lines held in memory: {session_id: [line 1, line 2, ...]}."""
 
-    def __init__(self, sessions: Mapping[str, Sequence[str]]) -> None:
+    def __init__(self, sessions: Mapping[str, Sequence[str]], known: SecretSet | None = None) -> None:
         self._sessions = {sid: list(lines) for sid, lines in sessions.items()}
+        self._known = known.secrets if known is not None else frozenset()
 
     def session_exists(self, session_id: str) -> bool:
         return session_id in self._sessions
 
     def contains(self, session_id: str, quote: str) -> bool:
-        return any(quote_in_line(quote, text) for text in self._sessions.get(session_id, ()))
+        return any(quote_in_line(quote, text, self._known) for text in self._sessions.get(session_id, ()))
 
     def lines_with(self, session_id: str, quote: str, limit: int = 2) -> list[int]:
-        found = (i + 1 for i, text in enumerate(self._sessions.get(session_id, ())) if quote_in_line(quote, text))
+        found = (
+            i + 1 for i, text in enumerate(self._sessions.get(session_id, ())) if quote_in_line(quote, text, self._known)
+        )
         return [n for n, _ in zip(found, range(limit), strict=False)]
 
     def closest(self, session_id: str, quote: str) -> tuple[int, str] | None:
@@ -256,7 +304,7 @@ class MemoryQuotes:
             range(len(lines)),
             key=lambda i: (-sum(word in lines[i] for word in anchors), i),
         )[:CLOSEST_MAX_LINES]
-        return closest_passage(quote, ((i + 1, lines[i]) for i in ranked))
+        return closest_passage(quote, ((i + 1, lines[i]) for i in ranked), self._known)
 
 
 class WarehouseQuotes:
@@ -270,8 +318,9 @@ class WarehouseQuotes:
 
     _FETCH = 64
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, known: SecretSet | None = None) -> None:
         self._con = con
+        self._known = known.secrets if known is not None else frozenset()
 
     def session_exists(self, session_id: str) -> bool:
         row = self._con.execute(
@@ -284,13 +333,15 @@ class WarehouseQuotes:
     def contains(self, session_id: str, quote: str) -> bool:
         if not quote:
             return False
-        raw = self._con.execute(
-            "SELECT 1 FROM lines WHERE session_id = ? AND contains(text, ?) LIMIT 1",
-            [session_id, quote],
-        ).fetchone()
-        if raw:
-            return True
-        needle = escape_safe_needle(quote)
+        masked = has_mask(quote)
+        if not masked:
+            raw = self._con.execute(
+                "SELECT 1 FROM lines WHERE session_id = ? AND contains(text, ?) LIMIT 1",
+                [session_id, quote],
+            ).fetchone()
+            if raw:
+                return True
+        needle = masked_needle(quote) if masked else escape_safe_needle(quote)
         if needle:
             cur = self._con.execute(
                 "SELECT text FROM lines WHERE session_id = ? AND contains(text, ?)",
@@ -299,14 +350,14 @@ class WarehouseQuotes:
         else:
             cur = self._con.execute("SELECT text FROM lines WHERE session_id = ?", [session_id])
         while batch := cur.fetchmany(self._FETCH):
-            if any(quote_in_line(quote, text) for (text,) in batch):
+            if any(quote_in_line(quote, text, self._known) for (text,) in batch):
                 return True
         return False
 
     def lines_with(self, session_id: str, quote: str, limit: int = 2) -> list[int]:
         if not quote:
             return []
-        needle = escape_safe_needle(quote)
+        needle = masked_needle(quote) if has_mask(quote) else escape_safe_needle(quote)
         if needle:  # as in contains(): narrow with a run every matching line holds
             cur = self._con.execute(
                 "SELECT line_no, text FROM lines WHERE session_id = ? AND (contains(text, ?) OR contains(text, ?)) "
@@ -317,7 +368,7 @@ class WarehouseQuotes:
             cur = self._con.execute("SELECT line_no, text FROM lines WHERE session_id = ? ORDER BY line_no", [session_id])
         found: list[int] = []
         while len(found) < limit and (batch := cur.fetchmany(self._FETCH)):
-            found += [int(n) for n, text in batch if quote_in_line(quote, text)]
+            found += [int(n) for n, text in batch if quote_in_line(quote, text, self._known)]
         return found[:limit]
 
     def closest(self, session_id: str, quote: str) -> tuple[int, str] | None:
@@ -332,7 +383,7 @@ class WarehouseQuotes:
             f"SELECT line_no FROM lines WHERE session_id = ? ORDER BY {order} LIMIT ?",
             [session_id, *anchors, CLOSEST_MAX_LINES],
         ).fetchall()
-        return closest_passage(quote, self._texts(session_id, [n for (n,) in ranked]))
+        return closest_passage(quote, self._texts(session_id, [n for (n,) in ranked]), self._known)
 
     def _texts(self, session_id: str, line_nos: Sequence[int]) -> Iterator[tuple[int, str]]:
         # One line at a time, so a session of huge lines is never pulled into memory at once.

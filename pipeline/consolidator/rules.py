@@ -6,6 +6,11 @@ tool log, every scanned session named in readSessionIds) and reports recurring e
 deterministic: same batch input, same answer. It reads the batch's input folder, never the warehouse. The answer goes through the same contract
 as a model's; a quote the checker would not find is dropped before submission rather than allowed
 to refuse the whole answer.
+
+Secrets are masked in what the rules read before anything else happens to it (`masked`): error
+shapes are normalised from masked text, so a key can never come out of the normaliser with its
+digits turned into `<n>` and the rest of it intact. Quotes then hold masks, which the contract's
+mask rule verifies against the stored lines.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from pipeline.consolidator.context import BatchContext, EngineResult, Recorder, 
 from pipeline.consolidator.contract import check_answer
 from pipeline.consolidator.error_shapes import ToolResult, find_error_patterns, pattern_candidate
 from pipeline.consolidator.quotes import WarehouseQuotes
+from pipeline.secret_gate import SecretSet
 
-__all__ = ["BatchText", "build_answer", "read_batch", "run_rules"]
+__all__ = ["BatchText", "build_answer", "masked", "read_batch", "run_rules"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,20 @@ def read_batch(con: duckdb.DuckDBPyConnection, session_ids: Sequence[str]) -> Ba
         messages=[Message(sid, int(n), role, text, at) for sid, n, role, text, at in said],
         lines={sid: (int(count), int(chars or 0)) for sid, count, chars in sizes},
         slugs=dict(slugs),
+    )
+
+
+def masked(text: BatchText, known: SecretSet) -> BatchText:
+    """The batch as the rules may read it: every known secret of the batch masked in every text.
+    Only the batch's known values are masked (they were detected on the stored lines), so that the
+    contract, which masks the stored lines with the same values, finds the quotes again."""
+    if not known:
+        return text
+    return BatchText(
+        failed_calls=[ToolResult(r.session_id, r.line_no, known.mask_known(r.text)) for r in text.failed_calls],
+        messages=[Message(m.session_id, m.line_no, m.role, known.mask_known(m.text), m.at) for m in text.messages],
+        lines=text.lines,
+        slugs=text.slugs,
     )
 
 
@@ -101,12 +121,12 @@ def run_rules(ctx: BatchContext, recorder: Recorder) -> EngineResult:
     # No model to wait on, so one connection to the batch's input for the whole (short) scan.
     with ctx.source.reading() as con:
         at = utc_now()
-        text = read_batch(con, ctx.session_ids)
+        text = masked(read_batch(con, ctx.session_ids), ctx.secrets)
         for sid in ctx.session_ids:
             count, chars = text.lines.get(sid, (0, 0))
             recorder.tool("scan", {"sessionId": sid}, session_id=sid, ok=True, result_chars=chars, at=at)
             ctx.emit("tool_call", f"scan {sid}: {count} lines", name="scan", sessionId=sid, ok=True)
-        quotes = WarehouseQuotes(con)
+        quotes = WarehouseQuotes(con, ctx.secrets)
         answer = build_answer(
             text.failed_calls, text.messages, ctx.session_ids, new_from_line=ctx.new_from_line, slugs=text.slugs
         )

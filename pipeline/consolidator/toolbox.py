@@ -9,6 +9,12 @@ tools"). Results are data: the tool's JSON and nothing spliced around it.
 The tools read the batch's input folder (`pipeline.consolidator.batch_input`), never the warehouse:
 each call opens its own in-memory connection over those files, so nothing is held while the model
 thinks.
+Each call opens its own short read-only connection, so no connection is held while the model thinks
+and the nightly writer is blocked as little as possible.
+
+Whatever the engine, these tools always redact: every secret detected on a line, and every secret
+known to the batch (`known`), is masked in what the model reads, and a quote holding such a mask
+is checked by the mask rule of `pipeline.consolidator.quotes`.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pipeline.consolidator.contract import CheckResult, check_answer
 from pipeline.consolidator.prompts import TOOL_NAMES
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.errors import PipelineError
+from pipeline.secret_gate import SecretSet
 
 __all__ = ["BatchTools", "ToolOutcome", "error_result", "parse_arguments"]
 
@@ -103,10 +110,11 @@ def _validation_message(name: str, exc: ValidationError) -> str:
 class BatchTools:
     """list_sessions, search_transcript, read_lines and submit_answer for the sessions of one batch."""
 
-    def __init__(self, source: BatchInput, session_ids: Sequence[str]) -> None:
+    def __init__(self, source: BatchInput, session_ids: Sequence[str], known: SecretSet | None = None) -> None:
         self.source = source
         self.session_ids = tuple(session_ids)
         self._allowed = frozenset(self.session_ids)
+        self.known = known if known is not None else SecretSet()
 
     def call(self, name: str, raw_arguments: str | None) -> ToolOutcome:
         """Run a reading tool (not submit_answer) and return its result; never raises for bad input."""
@@ -133,7 +141,7 @@ class BatchTools:
         arguments, _ = parse_arguments(raw_arguments)
         # The contract reports malformed JSON itself, as a problem at "$", with the other problems.
         data: Any = raw_arguments if isinstance(arguments, str) else arguments
-        result = self._read(lambda con: check_answer(data, self.session_ids, WarehouseQuotes(con)))
+        result = self._read(lambda con: check_answer(data, self.session_ids, WarehouseQuotes(con, self.known)))
         return result, arguments
 
     def _read(self, work: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
@@ -145,7 +153,11 @@ class BatchTools:
 
     def _run(self, con: duckdb.DuckDBPyConnection, name: str, args: _Args) -> Any:
         if isinstance(args, _SearchArgs):
-            return tools.search_transcript(con, args.sessionId, args.phrase, allowed=self._allowed)
+            return tools.search_transcript(
+                con, args.sessionId, args.phrase, allowed=self._allowed, redact=True, known=self.known
+            )
         if isinstance(args, _ReadArgs):
-            return tools.read_lines(con, args.sessionId, args.start, args.end, args.width, allowed=self._allowed)
-        return tools.list_sessions(con, list(self.session_ids))
+            return tools.read_lines(
+                con, args.sessionId, args.start, args.end, args.width, allowed=self._allowed, redact=True, known=self.known
+            )
+        return tools.list_sessions(con, list(self.session_ids), redact=True, known=self.known)

@@ -4,6 +4,11 @@ They take a connection on which the warehouse's tables can be queried: the wareh
 CLI and notebooks), or a batch's input folder (`pipeline.consolidator.batch_input`, what a running
 batch reads instead of the warehouse). The consolidator's model, the CLI and notebooks all call these. Every limit below is also stated in
 the tool descriptions the model reads (prompts/tools.json), so change both together.
+
+Secrets are masked (`[REDACTED:kind]`) in everything the tools return unless a caller asks for raw
+text with `redact=False` (a person at their own terminal: `pipeline search` / `read` without
+`--redact`); the tools given to a model always redact (`pipeline.consolidator.toolbox`). Masking is
+the separate layer `pipeline.redact.LineMasker`: lines and columns still refer to the stored text.
 """
 
 from __future__ import annotations
@@ -13,7 +18,10 @@ from typing import Any
 
 import duckdb
 
+from pipeline import secrets_scan
 from pipeline.errors import ToolError
+from pipeline.redact import MASK_RE, LineMasker
+from pipeline.secret_gate import SecretSet
 from pipeline.warehouse import db
 
 MAX_HITS = 50
@@ -37,10 +45,15 @@ def _check_session(con: duckdb.DuckDBPyConnection, session_id: str, allowed: Col
 
 
 def list_sessions(
-    con: duckdb.DuckDBPyConnection, session_ids: Sequence[str] | None = None
+    con: duckdb.DuckDBPyConnection,
+    session_ids: Sequence[str] | None = None,
+    *,
+    redact: bool = True,
+    known: SecretSet | None = None,
 ) -> list[dict[str, Any]]:
     """The manifest: one entry per session, no transcript text. `newFromLine` is 1 for a never-read
     session, else the first line after its latest watermark."""
+    masker = LineMasker(known) if redact else None
     params: list[Any] = []
     where = ""
     if session_ids is not None:
@@ -74,8 +87,8 @@ def list_sessions(
         out.append(
             {
                 "sessionId": r["session_id"],
-                "slug": r["slug"],
-                "cwd": r["cwd"],
+                "slug": masker.text(r["slug"]) if masker else r["slug"],
+                "cwd": masker.text(r["cwd"]) if masker else r["cwd"],
                 "firstAt": _iso(r["first_at"]),
                 "lastAt": _iso(r["last_at"]),
                 "prompts": r["prompts"],
@@ -83,12 +96,14 @@ def list_sessions(
                 "sizeBytes": r["size_bytes"],
                 "lineCount": r["line_count"],
                 "newFromLine": r["new_from_line"],
-                "linkedMemories": list(r["linked"] or []),
+                "linkedMemories": [
+                    {**m, "claim": masker.text(m.get("claim"))} if masker else m for m in (r["linked"] or [])
+                ],
             }
         )
     if session_ids is not None:
-        known = {e["sessionId"] for e in out}
-        missing = [s for s in session_ids if s not in known]
+        listed = {e["sessionId"] for e in out}
+        missing = [s for s in session_ids if s not in listed]
         if missing:
             raise ToolError(f"unknown session(s): {', '.join(missing)}")
     return out
@@ -109,17 +124,24 @@ def search_transcript(
     max_hits: int = MAX_HITS,
     context: int = CONTEXT_CHARS,
     allowed: Collection[str] | None = None,
+    redact: bool = True,
+    known: SecretSet | None = None,
 ) -> dict[str, Any]:
     """Every literal, case-sensitive occurrence of `phrase` (non-overlapping, left to right).
 
     `total` is exact; the listing stops at `max_hits` hits or MAX_RESULT_CHARS characters, and
-    `truncated` says so. Columns are 1-based, in characters.
+    `truncated` says so. Columns are 1-based, in characters, in the stored line. With `redact`,
+    secrets are masked in the context shown, and a phrase that holds a mask (copied from an earlier
+    result) matches where the stored line has a secret of that kind at that place.
     """
     _check_session(con, session_id, allowed)
     if not isinstance(phrase, str) or phrase == "":
         raise ToolError("phrase must be a non-empty string (it is matched literally, no regex)")
     if max_hits < 0 or context < 0:
         raise ToolError("max_hits and context must be zero or more")
+    masker = LineMasker(known) if redact else None
+    if masker is not None and MASK_RE.search(phrase):
+        return _search_masked(con, session_id, phrase, masker, max_hits, context)
     # One streaming pass over the session in Python: str.find/str.count are non-overlapping, left to
     # right, and faster than DuckDB's contains() on phrases whose first letter is common.
     cur = con.execute("SELECT line_no, text FROM lines WHERE session_id = ? ORDER BY line_no", [session_id])
@@ -134,6 +156,7 @@ def search_transcript(
             total += text.count(phrase)
             if truncated:
                 continue
+            found = masker.spans(text) if masker is not None else []
             start = text.find(phrase)
             while start >= 0:
                 if len(hits) >= max_hits:
@@ -143,17 +166,59 @@ def search_transcript(
                 hit = {
                     "line": line_no,
                     "column": start + 1,
-                    "before": text[max(0, start - context) : start],
-                    "match": phrase,
-                    "after": text[end : end + context],
+                    "before": _show(text, found, max(0, start - context), start),
+                    # A phrase that lands on a secret is masked like the rest of the line.
+                    "match": _show(text, found, start, end),
+                    "after": _show(text, found, end, end + context),
                 }
-                size = len(hit["before"]) + len(hit["after"]) + len(phrase) + 40
+                size = len(hit["before"]) + len(hit["after"]) + len(hit["match"]) + 40
                 if used + size > MAX_RESULT_CHARS:
                     truncated = True
                     break
                 hits.append(hit)
                 used += size
                 start = text.find(phrase, end)
+    if len(hits) < total:
+        truncated = True
+    return {"sessionId": session_id, "phrase": phrase, "total": total, "truncated": truncated, "hits": hits}
+
+
+def _show(text: str, found: list[Any], start: int, end: int) -> str:
+    return secrets_scan.render(text, found, start, end) if found else text[start:end]
+
+
+def _search_masked(
+    con: duckdb.DuckDBPyConnection, session_id: str, phrase: str, masker: LineMasker, max_hits: int, context: int
+) -> dict[str, Any]:
+    """search_transcript for a phrase holding `[REDACTED:kind]`: matched in the masked lines,
+    reported at the stored line's columns, context shown masked."""
+    cur = con.execute("SELECT line_no, text FROM lines WHERE session_id = ? ORDER BY line_no", [session_id])
+    total = 0
+    hits: list[dict[str, Any]] = []
+    used = 0
+    truncated = False
+    while batch := cur.fetchmany(4096):
+        for line_no, text in batch:
+            for raw_start, masked, at in masker.find_masked(text, phrase):
+                total += 1
+                if truncated:
+                    continue
+                if len(hits) >= max_hits:
+                    truncated = True
+                    continue
+                hit = {
+                    "line": line_no,
+                    "column": raw_start + 1,
+                    "before": masked[max(0, at - context) : at],
+                    "match": phrase,
+                    "after": masked[at + len(phrase) : at + len(phrase) + context],
+                }
+                size = len(hit["before"]) + len(hit["after"]) + len(phrase) + 40
+                if used + size > MAX_RESULT_CHARS:
+                    truncated = True
+                    continue
+                hits.append(hit)
+                used += size
     if len(hits) < total:
         truncated = True
     return {"sessionId": session_id, "phrase": phrase, "total": total, "truncated": truncated, "hits": hits}
@@ -167,9 +232,12 @@ def read_lines(
     width: int | None = None,
     *,
     allowed: Collection[str] | None = None,
+    redact: bool = True,
+    known: SecretSet | None = None,
 ) -> dict[str, Any]:
     """Lines start..end (1-based, inclusive), each cut at `width` characters, at most
-    MAX_READ_LINES lines and MAX_RESULT_CHARS characters per call (`truncated` when cut short)."""
+    MAX_READ_LINES lines and MAX_RESULT_CHARS characters per call (`truncated` when cut short).
+    With `redact`, secrets are found on the whole stored line and masked in the part shown."""
     line_count = _check_session(con, session_id, allowed)
     width = DEFAULT_WIDTH if width is None else width
     for name, value in (("start", start), ("end", end), ("width", width)):
@@ -186,11 +254,19 @@ def read_lines(
     if last - start + 1 > MAX_READ_LINES:
         last = start + MAX_READ_LINES - 1
         truncated = True
-    rows = con.execute(
-        "SELECT line_no, substr(text, 1, $w) AS head, length(text) > $w AS cut FROM lines "
-        "WHERE session_id = $s AND line_no BETWEEN $a AND $b ORDER BY line_no",
-        {"w": width, "s": session_id, "a": start, "b": last},
-    ).fetchall()
+    if redact:
+        masker = LineMasker(known)
+        full = con.execute(
+            "SELECT line_no, text FROM lines WHERE session_id = $s AND line_no BETWEEN $a AND $b ORDER BY line_no",
+            {"s": session_id, "a": start, "b": last},
+        ).fetchall()
+        rows = [(n, _show(text, masker.spans(text), 0, width), len(text) > width) for n, text in full]
+    else:
+        rows = con.execute(
+            "SELECT line_no, substr(text, 1, $w) AS head, length(text) > $w AS cut FROM lines "
+            "WHERE session_id = $s AND line_no BETWEEN $a AND $b ORDER BY line_no",
+            {"w": width, "s": session_id, "a": start, "b": last},
+        ).fetchall()
     lines: list[dict[str, Any]] = []
     used = 0
     for line_no, head, cut in rows:

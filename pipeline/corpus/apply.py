@@ -5,6 +5,11 @@ the candidate's index, so a re-run skips what already landed; the warehouse chan
 mirror, tasks, watermarks, llm calls, the applied-artifact record) follow in ONE transaction. A
 kill anywhere therefore leaves either nothing, or commits that the re-run recognises; never a
 watermark for a session whose memories did not land, never a memory twice.
+
+Secrets: the batch's sessions are scanned again here (an artifact is never trusted), every text is
+redacted with what the scan found, and the last gate (`pipeline.secret_gate`) refuses a candidate
+or a commitment whose text still shares 12 or more characters with one of those secrets, in any
+normalised form. Refusals are listed in `candidatesRefused` with the reason, never with the secret.
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ import pyarrow as pa
 
 from pipeline import config
 from pipeline.consolidator import artifact
-from pipeline.consolidator.contract import Answer, Candidate, check_answer
+from pipeline.consolidator.batch_secrets import scan_warehouse
+from pipeline.consolidator.contract import Answer, Candidate, Commitment, check_answer
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.corpus import dedupe, memory_file, tasks
 from pipeline.corpus.git_corpus import Corpus
 from pipeline.errors import UsageError
 from pipeline.faults import crash_point
 from pipeline.redact import redact
+from pipeline.secret_gate import SecretSet
 from pipeline.warehouse import db as warehouse
 
 
@@ -100,6 +107,8 @@ def apply(artifact_dir: str | Path, *, db: str | Path | None = None, corpus: str
     m = art.manifest
     result = ApplyResult(art.artifact_id, m.run_id, m.batch_id, "applied")
     repo = Corpus(config.corpus_path(corpus))
+    # Scanned before the writer opens, so the warehouse is held for writing no longer than before.
+    known = scan_warehouse(db, art.session_ids)
     with warehouse.writing(db) as con:
         if warehouse.one(con, "SELECT 1 FROM applied_artifacts WHERE artifact_id = ?", [art.artifact_id]):
             result.status = "already-applied"
@@ -115,25 +124,25 @@ def apply(artifact_dir: str | Path, *, db: str | Path | None = None, corpus: str
             raw = art.art.answer_data
             if raw is None and art.art.answer is not None:
                 raw = art.art.answer.model_dump(mode="json")
-            check = check_answer(raw, art.session_ids, WarehouseQuotes(con))
+            check = check_answer(raw, art.session_ids, WarehouseQuotes(con, known))
             if not check.accepted:
                 result.status = "refused"
-                result.reason = "the answer fails the contract against this warehouse: " + "; ".join(
-                    f"{p.path}: {p.reason}" for p in check.problems[:5])
+                result.reason = known.scrub("the answer fails the contract against this warehouse: " + "; ".join(
+                    f"{p.path}: {p.reason}" for p in check.problems[:5]))
             else:
                 answer = check.answer
         crash_point("apply:checked")
 
         if answer is not None:
             repo.ensure()
-            _land_candidates(repo, art, answer.candidates, result)
-            _land_tasks(repo, art, answer, result, confidence_floor, _locator(con))
+            _land_candidates(repo, art, answer.candidates, result, known)
+            _land_tasks(repo, art, answer, result, confidence_floor, _locator(con, known), known)
             touched = set(art.art.touched_session_ids())
             named = [s for s in dict.fromkeys(answer.readSessionIds) if s in art.session_ids]
             result.watermarked = [s for s in named if s in touched]
             result.named_not_touched = [s for s in named if s not in touched]
         crash_point("apply:before-warehouse")
-        _record(con, repo if answer is not None else None, art, result)
+        _record(con, repo if answer is not None else None, art, result, known)
     return result
 
 
@@ -147,16 +156,22 @@ def _existing_memories(corpus: Corpus) -> dict[Path, memory_file.MemoryDoc]:
     return out
 
 
-def _evidence_body(candidate: Candidate) -> str:
+def _evidence_body(candidate: Candidate, known: SecretSet) -> str:
     parts = ["Evidence, verbatim from the transcripts:"]
     for n, ev in enumerate(candidate.evidence, start=1):
-        quote = redact(ev.quote)
+        quote = redact(ev.quote, known)
         note = f" (redacted: {', '.join(quote.kinds)}; no longer verbatim)" if quote.changed else ""
         parts.append(f"[{n}] session {ev.sessionId}{note}\n{quote.text}")
     return "\n\n".join(parts)
 
 
-def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candidate], result: ApplyResult) -> None:
+def secret_problems(texts: list[str], known: SecretSet) -> list[str]:
+    """The last gate: why any of these texts, as they would land, may not leave (empty: they may)."""
+    return list(dict.fromkeys(p for t in texts for p in known.check(t)))
+
+
+def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candidate], result: ApplyResult,
+                     known: SecretSet) -> None:
     done = {
         c.trailers.get("Candidate") for c in corpus.commits() if c.trailers.get("Artifact") == art.artifact_id
     }
@@ -166,10 +181,15 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
     for i, cand in enumerate(candidates):
         if str(i) in done:
             continue
-        claim = memory_file.one_line(redact(cand.claim).text)
-        gist = memory_file.clean_block(redact(cand.gist).text)
-        entities = [memory_file.one_line(redact(f"{e.type}:{e.name}").text) for e in cand.entities]
+        claim = memory_file.one_line(redact(cand.claim, known).text)
+        gist = memory_file.clean_block(redact(cand.gist, known).text)
+        entities = [memory_file.one_line(redact(f"{e.type}:{e.name}", known).text) for e in cand.entities]
         sessions = sorted({e.sessionId for e in cand.evidence})
+        body = _evidence_body(cand, known)
+        leaking = secret_problems([claim, gist, *entities, body], known)
+        if leaking:
+            result.candidates_refused.append({"candidate": i, "claim": known.scrub(claim), "problems": leaking})
+            continue
         unread = [s for s in sessions if s not in touched]
         if unread:
             # The quotes are real, but the batch never looked at that transcript, so nothing it read
@@ -189,7 +209,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
             same.write_text(memory_file.render(doc), encoding="utf-8")
             corpus.add(same)
             crash_point("apply:link-file-written")
-            corpus.commit(f"link: {doc.claim}", _evidence_body(cand), {**trailers, "Memory-Id": doc.id},
+            corpus.commit(f"link: {doc.claim}", body, {**trailers, "Memory-Id": doc.id},
                           allow_empty=True)
             existing[same] = doc
             result.memories_linked.append(doc.id)
@@ -209,14 +229,14 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         path.write_text(memory_file.render(doc), encoding="utf-8")
         corpus.add(path)
         crash_point("apply:memory-file-written")
-        corpus.commit(f"memory: {claim}", _evidence_body(cand), {**trailers, "Memory-Id": mid})
+        corpus.commit(f"memory: {claim}", body, {**trailers, "Memory-Id": mid})
         existing[path] = doc
         result.memories_written.append(mid)
         crash_point("apply:memory-committed")
 
 
-def _locator(con: duckdb.DuckDBPyConnection) -> tasks.Locate:
-    quotes = WarehouseQuotes(con)
+def _locator(con: duckdb.DuckDBPyConnection, known: SecretSet | None = None) -> tasks.Locate:
+    quotes = WarehouseQuotes(con, known)
 
     def locate(session_id: str, quote: str) -> tuple[int | None, str | None]:
         found = quotes.lines_with(session_id, quote, 1)
@@ -232,10 +252,25 @@ def _locator(con: duckdb.DuckDBPyConnection) -> tasks.Locate:
     return locate
 
 
+def _safe_commitments(commitments: list[Commitment], result: ApplyResult, known: SecretSet) -> list[Commitment]:
+    """The commitments whose statement and quote, redacted, hold nothing of a batch secret."""
+    kept = []
+    for i, c in enumerate(commitments):
+        statement = redact(c.statement, known).text
+        leaking = secret_problems([statement, *(redact(e.quote, known).text for e in c.evidence)], known)
+        if leaking:
+            result.candidates_refused.append({"commitment": i, "statement": known.scrub(statement), "problems": leaking})
+        else:
+            kept.append(c)
+    return kept
+
+
 def _land_tasks(corpus: Corpus, art: LoadedArtifact, answer: Answer, result: ApplyResult, floor: float,
-                locate: tasks.Locate | None = None) -> None:
+                locate: tasks.Locate | None = None, known: SecretSet | None = None) -> None:
+    known = known if known is not None else SecretSet()
     existing = tasks.load_all(corpus.root)
-    plan = tasks.plan(answer.commitments, existing, art.created_day, floor, locate)
+    commitments = _safe_commitments(answer.commitments, result, known)
+    plan = tasks.plan(commitments, existing, art.created_day, floor, locate, known)
     result.tasks = plan.counts()
     if any(c.trailers.get("Artifact") == art.artifact_id and c.trailers.get("Tasks") for c in corpus.commits()):
         return
@@ -303,13 +338,21 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any
         con.unregister("_apply_rows")
 
 
+def _scrubbed_tool_row(row: artifact.ToolCallRow, known: SecretSet) -> dict[str, Any]:
+    out = row.db_row()
+    if known:
+        out["arguments"] = json.dumps(known.scrub_json(row.arguments), ensure_ascii=False)
+    return out
+
+
 LLM_CALL_COLUMNS = ["call_id", "source", "session_id", "at", "model", "prompt_tokens", "cached_tokens",
                     "cache_write_tokens", "completion_tokens", "latency_ms", "run_id", "batch_id", "system_fp",
                     "tools_fp", "prefix_fp"]
 TOOL_CALL_COLUMNS = ["run_id", "batch_id", "seq", "name", "arguments", "session_id", "ok", "result_chars", "at"]
 
 
-def _record(con: duckdb.DuckDBPyConnection, corpus: Corpus | None, art: LoadedArtifact, result: ApplyResult) -> None:
+def _record(con: duckdb.DuckDBPyConnection, corpus: Corpus | None, art: LoadedArtifact, result: ApplyResult,
+            known: SecretSet) -> None:
     m = art.manifest
     now = dt.datetime.now(dt.UTC)
     sizes = {s.session_id: s for s in m.sessions}
@@ -328,7 +371,8 @@ def _record(con: duckdb.DuckDBPyConnection, corpus: Corpus | None, art: LoadedAr
             _insert(con, "llm_calls", calls, LLM_CALL_COLUMNS, or_ignore=True)
         result.llm_calls = len(calls)
         con.execute("DELETE FROM agent_tool_calls WHERE run_id = ? AND batch_id = ?", [m.run_id, m.batch_id])
-        _insert(con, "agent_tool_calls", [t.db_row() for t in art.art.tool_calls], TOOL_CALL_COLUMNS)
+        # The artifact's tool log is not trusted to be redacted: the model's arguments are scrubbed again.
+        _insert(con, "agent_tool_calls", [_scrubbed_tool_row(t, known) for t in art.art.tool_calls], TOOL_CALL_COLUMNS)
         con.execute("DELETE FROM batches WHERE run_id = ? AND batch_id = ?", [m.run_id, m.batch_id])
         con.execute(
             "INSERT INTO batches (run_id, batch_id, status, reason, sessions, started_at, finished_at, artifact_dir, details) "

@@ -21,6 +21,7 @@ from pipeline.consolidator.contract import Commitment
 from pipeline.corpus import dedupe
 from pipeline.corpus.memory_file import slugify
 from pipeline.redact import redact
+from pipeline.secret_gate import SecretSet
 
 STATUSES = ("proposed", "confirmed", "rejected", "done")
 OPEN = ("proposed", "confirmed")
@@ -121,7 +122,7 @@ Locate = Callable[[str, str], tuple[int | None, str | None]]
 
 
 def plan(commitments: list[Commitment], existing: list[tuple[Path, TaskDoc]], created: str,
-         floor: float = CONFIDENCE_FLOOR, locate: Locate | None = None) -> TaskPlan:
+         floor: float = CONFIDENCE_FLOOR, locate: Locate | None = None, known: SecretSet | None = None) -> TaskPlan:
     out = TaskPlan()
     seen: list[TaskDoc] = [d for _, d in existing]
     for c in commitments:
@@ -139,18 +140,19 @@ def plan(commitments: list[Commitment], existing: list[tuple[Path, TaskDoc]], cr
         if any(_matches(c, d) for d in seen):
             out.already_known += 1
             continue
-        doc = _new_doc(c, created, "done" if c.resolved else "proposed", locate)
+        doc = _new_doc(c, created, "done" if c.resolved else "proposed", locate, known)
         out.create.append(doc)
         seen.append(doc)
     return out
 
 
-def _new_doc(c: Commitment, created: str, status: str, locate: Locate | None = None) -> TaskDoc:
+def _new_doc(c: Commitment, created: str, status: str, locate: Locate | None = None,
+             known: SecretSet | None = None) -> TaskDoc:
     ev = c.evidence[0]
-    quote = redact(ev.quote)
+    quote = redact(ev.quote, known)
     line, said = locate(ev.sessionId, ev.quote) if locate else (None, None)
     return TaskDoc(
-        id=task_id(c.statement), status=status, statement=redact(c.statement).text, actor=c.actor,
+        id=task_id(c.statement), status=status, statement=redact(c.statement, known).text, actor=c.actor,
         dueHint=c.dueHint, session=ev.sessionId, evidence=quote.text, evidenceRedacted=quote.changed,
         confidence=c.confidence, created=created, closed=created if status == "done" else None,
         line=line, said=said,

@@ -2,6 +2,11 @@
 
 `tables()` computes everything from the warehouse (read-only) and the run folder; the report
 notebook shows those tables, and `write()` executes it and converts it to one HTML page.
+
+The report is the last thing a night writes, so it has its own gate: the sessions of the night's
+batches are scanned for secrets again, every text the report shows is scrubbed against them
+(masked, and any stretch that shares 12+ normalised characters with one cut out), and `write()`
+checks the finished page once more.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ import polars as pl
 
 from pipeline import config
 from pipeline.consolidator import pending
+from pipeline.consolidator.batch_secrets import scan_sessions, scan_warehouse
 from pipeline.display import plain
 from pipeline.errors import ReportError
 from pipeline.nightly.kernels import papermill_command, run_papermill
+from pipeline.secret_gate import SecretSet
 from pipeline.warehouse import db as warehouse
 
 REPO = config.REPO
@@ -34,9 +41,30 @@ def _cost(model: str | None, prompt: int | None, cached: int | None, completion:
     return call_cost(price, prompt, cached, 0, completion)
 
 
+def _night_sessions(con: Any, run_id: str) -> list[str]:
+    rows = con.execute("SELECT DISTINCT unnest(sessions) FROM batches WHERE run_id = ?", [run_id]).fetchall()
+    return sorted(str(r[0]) for r in rows)
+
+
+def night_secrets(con: Any, run_id: str) -> SecretSet:
+    """The secrets of every session a batch of this run was offered."""
+    return scan_sessions(con, _night_sessions(con, run_id))
+
+
+def _scrubbed(frame: pl.DataFrame, known: SecretSet) -> pl.DataFrame:
+    """Every text cell of `frame` as the report may show it."""
+    if not known or frame.is_empty():
+        return frame
+    cols = [c for c, t in frame.schema.items() if t == pl.String]
+    return frame.with_columns(
+        pl.col(c).map_elements(known.scrub, return_dtype=pl.String, skip_nulls=True) for c in cols
+    ) if cols else frame
+
+
 def tables(db: str | Path, run_id: str, run_dir: str | Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
     with warehouse.reading(db) as con:
+        known = night_secrets(con, run_id)
         batches = warehouse.frame(con, "SELECT batch_id, status, reason, len(sessions) AS sessions, artifact_dir, details "
                                 "FROM batches WHERE run_id = ? ORDER BY batch_id", [run_id])
         memories = warehouse.frame(con, "SELECT memory_id, kind, claim, path FROM memories WHERE run_id = ? ORDER BY path", [run_id])
@@ -76,9 +104,12 @@ def tables(db: str | Path, run_id: str, run_dir: str | Path) -> dict[str, Any]:
         "sessions pending": len(still_pending), "prompt tokens": tokens["prompt"],
         "cached share": round(tokens["cached"] / tokens["prompt"], 3) if tokens["prompt"] else None,
         "cost usd": round(sum(costs), 4) if costs else 0.0,
+        # What was masked, by kind and count only: a reviewer sees that secrets were there.
+        "secrets masked": ", ".join(f"{kind} {n}" for kind, n in known.counts().items()) or "none",
     }
-    return {"run": run, "totals": totals, "batches": batch_table, "memories": memories,
-            "tasks": tasks_all.filter(pl.col("status") == "proposed"), "watermarks": wm,
+    return {"run": _scrubbed(run, known), "totals": totals, "batches": _scrubbed(batch_table, known),
+            "memories": _scrubbed(memories, known),
+            "tasks": _scrubbed(tasks_all.filter(pl.col("status") == "proposed"), known), "watermarks": wm,
             "pending": pl.DataFrame({"session_id": still_pending}, schema={"session_id": pl.String}),
             "cache_dir": run_dir / "cache"}
 
@@ -125,7 +156,25 @@ def write(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None 
     _run(report_command(run_id, run_dir, db, note=note), "the report notebook")
     _run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input", str(executed),
           "--output", "report", "--output-dir", str(run_dir)], "nbconvert")
-    return run_dir / "report.html"
+    html = run_dir / "report.html"
+    with warehouse.reading(db) as con:
+        sessions = _night_sessions(con, run_id)
+    known = scan_warehouse(db, sessions)
+    gate_file(html, known)
+    gate_file(executed, known)
+    return html
+
+
+def gate_file(path: Path, known: SecretSet) -> bool:
+    """The page's last check: rewrite it scrubbed if it still holds anything of a night's secret
+    (True when it had to)."""
+    if not known or not path.exists():
+        return False
+    text = path.read_text(encoding="utf-8")
+    if not known.check(text):
+        return False
+    path.write_text(known.scrub(text), encoding="utf-8")
+    return True
 
 
 def report_command(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None = None) -> list[str]:

@@ -22,7 +22,7 @@ SECRETS = {
     "bearer-token": "curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig'",
     "private-key": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----",
     "url-password": "DATABASE_URL=postgres://app:hunter2hunter2@db.internal:5432/app",
-    "email": "ping ana.lopez@example.com about the billing tables",
+    "email": "ping ana.lopez@northwind-traders.io about the billing tables",
 }
 
 
@@ -41,7 +41,8 @@ def test_each_secret_kind_is_redacted(kind: str) -> None:
 def test_ordinary_text_is_left_alone() -> None:
     text = "Run pytest -q; the sk-learn docs at https://example.com/a:b and task-1234 are fine."
     assert redact(text).text == text and not redact(text).changed
-    for text in ("git clone git@github.com:org/app.git", "mail from noreply@github.com", "npm i react@18.2.0", "ana@laptop:~$"):
+    for text in ("git clone git@github.com:org/app.git", "mail from noreply@github.com", "npm i react@18.2.0", "ana@laptop:~$",
+                 "write to user@example.com (a reserved example domain)", "the icon@2x.png asset"):
         assert not redact(text).changed, text
 
 
