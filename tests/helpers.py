@@ -135,3 +135,19 @@ def write_artifact(
         "startedAt": created_at, "finishedAt": created_at,
     }))
     return folder
+
+
+def not_camel_case(doc: object, path: str = "$") -> list[str]:
+    """Every key of a JSON document that is not camelCase (a space, an underscore, a capital first)."""
+    import re
+
+    bad: list[str] = []
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if not re.fullmatch(r"[a-z][A-Za-z0-9]*", str(key)):
+                bad.append(f"{path}.{key}")
+            bad += not_camel_case(value, f"{path}.{key}")
+    elif isinstance(doc, list):
+        for item in doc:
+            bad += not_camel_case(item, f"{path}[]")
+    return bad

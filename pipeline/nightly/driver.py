@@ -85,7 +85,7 @@ class BatchOutcome:
     def row(self) -> dict[str, Any]:
         return {"batch": self.batch_id, "sessions": len(self.session_ids), "status": self.status,
                 "memories": self.memories, "linked": self.linked, "watermarked": self.watermarked,
-                "tasks proposed": self.tasks.get("proposed", 0), "seconds": self.seconds, "reason": self.reason}
+                "tasksProposed": self.tasks.get("proposed", 0), "seconds": self.seconds, "reason": self.reason}
 
 
 @dataclass

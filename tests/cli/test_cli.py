@@ -173,6 +173,33 @@ def test_dash_hint_only_when_a_dash_value_is_the_likely_cause(ingested: Path, ca
     with pytest.raises(SystemExit):
         main(["read", "S1", "3", "--db", str(ingested)])
     assert "goes after '--'" not in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # `-m pytest` unquoted: pytest became the phrase and -m is left over
+        main(["search", "S1", "-m", "pytest", "--db", str(ingested)])
+    assert "goes after '--'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["ingest", "somewhere", "--bogus"],            # a mistyped flag, no phrase involved
+    ["search", "S1", "please", "--colour"],        # the phrase is there; the flag is just unknown
+    ["memories", "--bogus"],
+    ["check-answer", "a.json", "--sessions", "S1", "--jsn"],
+])
+def test_no_dash_hint_for_a_mistyped_flag(ingested: Path, capsys, argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--db", str(ingested)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments" in err and "goes after '--'" not in err
+
+
+def test_every_verb_takes_json(capsys) -> None:
+    from pipeline.cli.main import COMMANDS, build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.choices and "ingest" in a.choices)
+    verbs = [v for verbs in COMMANDS.values() for v in verbs]
+    for verb in verbs:
+        assert "--json" in sub.choices[verb]._option_string_actions, verb
 
 
 def test_sql_json_is_format_json_and_errors_follow_it(ingested: Path, capsys) -> None:
