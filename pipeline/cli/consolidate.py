@@ -16,7 +16,6 @@ from pipeline.consolidator.batch import parse_session_ids, run_batch
 from pipeline.consolidator.context import Event
 from pipeline.consolidator.contract import check_answer_file
 from pipeline.consolidator.engine import engine_choices
-from pipeline.errors import UsageError
 from pipeline.warehouse import db
 
 _DEFAULTS = Budgets()
