@@ -71,6 +71,8 @@ class ApplyResult:
     memories_written: list[str] = field(default_factory=list)
     memories_linked: list[str] = field(default_factory=list)
     candidates_refused: list[dict[str, Any]] = field(default_factory=list)
+    # Where each landed candidate went: {candidate (its index in the answer), memoryId, as: memory | link}
+    candidates_landed: list[dict[str, Any]] = field(default_factory=list)
     tasks: dict[str, int] = field(default_factory=dict)
     watermarked: list[str] = field(default_factory=list)
     named_not_touched: list[str] = field(default_factory=list)
@@ -85,7 +87,7 @@ class ApplyResult:
         return {
             "artifactId": self.artifact_id, "runId": self.run_id, "batchId": self.batch_id, "status": self.status,
             "reason": self.reason, "memoriesWritten": self.memories_written, "memoriesLinked": self.memories_linked,
-            "candidatesRefused": self.candidates_refused, "tasks": self.tasks, "watermarked": self.watermarked,
+            "candidatesRefused": self.candidates_refused, "candidatesLanded": self.candidates_landed, "tasks": self.tasks, "watermarked": self.watermarked,
             "namedNotTouched": self.named_not_touched, "keptPending": self.kept_pending, "llmCalls": self.llm_calls,
         }
 
@@ -180,8 +182,10 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         sessions = sorted({e.sessionId for e in cand.evidence})
         if str(i) in done:
             landed = done[str(i)]
-            target = result.memories_linked if landed.subject.startswith("link: ") else result.memories_written
-            target.append(landed.trailers.get("Memory-Id", ""))
+            linked = landed.subject.startswith("link: ")
+            (result.memories_linked if linked else result.memories_written).append(landed.trailers.get("Memory-Id", ""))
+            result.candidates_landed.append({"candidate": i, "memoryId": landed.trailers.get("Memory-Id", ""),
+                                             "as": "link" if linked else "memory"})
             continue
         unread = [s for s in sessions if s not in touched]
         if unread:
@@ -213,6 +217,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
                           allow_empty=True)
             existing[same] = doc
             result.memories_linked.append(doc.id)
+            result.candidates_landed.append({"candidate": i, "memoryId": doc.id, "as": "link"})
             crash_point("apply:link-committed")
             continue
         doc = memory_file.MemoryDoc(
@@ -232,6 +237,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         corpus.commit(f"memory: {claim}", _evidence_body(cand), {**trailers, "Memory-Id": mid})
         existing[path] = doc
         result.memories_written.append(mid)
+        result.candidates_landed.append({"candidate": i, "memoryId": mid, "as": "memory"})
         crash_point("apply:memory-committed")
 
 
