@@ -354,6 +354,9 @@ def _reason(err: ErrorDetails) -> str:
         return f"unknown field {_brief(field)}; remove it (the fields allowed here are: {allowed})"
     if kind in _JSON_KIND:
         return f"expected {_JSON_KIND[kind]} here, found {_json_type(value)}"
+    if kind == "string_unicode":
+        return ("holds a character that is not valid Unicode (a lone surrogate, such as \\ud800); nothing that "
+                "holds it can be written to a file or a commit. Remove it")
     if kind == "string_too_short":
         return "must not be empty"
     if kind == "string_too_long":
@@ -516,23 +519,6 @@ def _evidence_items(data: Mapping[str, Any], section: str) -> Iterable[tuple[str
             yield f"{section}[{i}].evidence[{j}]", evidence
 
 
-def _unicode_problems(value: object, path: str) -> list[Problem]:
-    """Text that cannot be written as UTF-8 (a lone surrogate, which JSON can spell as \\ud800)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return [Problem(path=path, reason=(
-                f"holds a character that is not valid Unicode at position {exc.start} (a lone surrogate); "
-                "nothing that holds it can be written to a file or a commit. Remove it"))]
-        return []
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _unicode_problems(v, f"{path}.{k}" if path != "$" else str(k))]
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _unicode_problems(v, f"{path}[{i}]")]
-    return []
-
-
 def _written_problems(data: Mapping[str, Any], found: Mapping[str, list[Evidence]]) -> list[Problem]:
     """What only shows once a candidate is written as a memory file: a limit broken once secrets are
     masked, and an evidence quote repeated in the claim, gist or entities (quotes live only in the
@@ -544,18 +530,15 @@ def _written_problems(data: Mapping[str, Any], found: Mapping[str, list[Evidence
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             continue
-        try:
-            claim_in = item.get("claim")
-            gist_in = item.get("gist")
-            listed = item.get("entities")
-            raw_entities: list[Any] = listed if isinstance(listed, list) else []
-            entities_in = [(e["type"], e["name"]) for e in raw_entities
-                           if isinstance(e, dict) and isinstance(e.get("type"), str) and isinstance(e.get("name"), str)]
-            if not isinstance(claim_in, str) or not isinstance(gist_in, str):
-                continue
-            claim, gist, entities = written_text(claim_in, gist_in, entities_in)
-        except UnicodeError:
-            continue  # reported by the Unicode check
+        claim_in = item.get("claim")
+        gist_in = item.get("gist")
+        listed = item.get("entities")
+        raw_entities: list[Any] = listed if isinstance(listed, list) else []
+        entities_in = [(e["type"], e["name"]) for e in raw_entities
+                       if isinstance(e, dict) and isinstance(e.get("type"), str) and isinstance(e.get("name"), str)]
+        if not isinstance(claim_in, str) or not isinstance(gist_in, str):
+            continue
+        claim, gist, entities = written_text(claim_in, gist_in, entities_in)
         owner = f"candidates[{i}]"
         for name, text, raw, limit in (("claim", claim, claim_in, MAX_CLAIM_CHARS), ("gist", gist, gist_in, MAX_GIST_CHARS)):
             if len(raw) <= limit < len(text):
@@ -672,9 +655,6 @@ def check_answer(
         return CheckResult(accepted=False, problems=problems)
     problems = _schema_problems(parsed)
     if isinstance(parsed, Mapping):
-        unicode = _unicode_problems(parsed, "$")
-        if unicode:  # nothing else can be judged of text that cannot even be encoded
-            return CheckResult(accepted=False, problems=sorted(problems + unicode, key=_order))
         problems += _semantic_problems(parsed, _Checker(batch, lines))
     if problems:
         return CheckResult(accepted=False, problems=sorted(problems, key=_order))
