@@ -68,9 +68,11 @@ def tables(db: str | Path, run_id: str, run_dir: str | Path) -> dict[str, Any]:
                               "sum(prompt_tokens)::BIGINT AS prompt, sum(cached_tokens)::BIGINT AS cached, "
                               "sum(completion_tokens)::BIGINT AS completion "
                               "FROM llm_calls WHERE source = 'consolidator' AND run_id = ? GROUP BY batch_id", [run_id])
-        read = warehouse.frame(con, "SELECT w.session_id, s.slug AS project, w.line_count AS lines, s.first_at, s.last_at "
-                             "FROM watermarks w LEFT JOIN sessions s USING (session_id) WHERE w.run_id = ? "
-                             "ORDER BY s.slug, w.session_id", [run_id])
+        read = warehouse.frame(con, "SELECT w.session_id, s.slug AS project, w.line_count AS lines, "
+                                    "strftime(s.first_at, '%Y-%m-%d %H:%M') AS \"from (UTC)\", "
+                                    "strftime(s.last_at, '%Y-%m-%d %H:%M') AS \"to (UTC)\" "
+                                    "FROM watermarks w LEFT JOIN sessions s USING (session_id) WHERE w.run_id = ? "
+                                    "ORDER BY s.slug, s.first_at, w.session_id", [run_id])
         run = warehouse.frame(con, "SELECT engine, model, status, started_at, finished_at, details FROM runs WHERE run_id = ?",
                        [run_id])
         still = pending.pending_sessions(con)
@@ -286,6 +288,18 @@ def html_table(frame: pl.DataFrame, *, empty: str, link: str | None = None, ids:
                 cells.append(f"<td>{text}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def by_project_html(frame: pl.DataFrame, *, empty: str, ids: tuple[str, ...] = ("session_id",)) -> str:
+    """A table per project (its name said once, above its sessions), so long project names take no column."""
+    if frame.is_empty():
+        return f"<p><em>{_e(empty)}</em></p>"
+    out = []
+    for (project,), group in frame.group_by("project", maintain_order=True):
+        name = f'<code class="id">{_e(project)}</code>' if project else "no project"
+        out.append(f'<p class="project">project {name} · {group.height} session(s)</p>'
+                   + html_table(group.drop("project"), empty=empty, ids=ids))
+    return "".join(out)
 
 
 def header_html(run_id: str, t: dict[str, Any], note: str | None = None) -> str:
