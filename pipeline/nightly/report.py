@@ -279,7 +279,7 @@ def html_table(frame: pl.DataFrame, *, empty: str, link: str | None = None, ids:
         for col, value in row.items():
             text = "" if value is None else _e(plain(value))
             if col == link and text:  # the path is in the link; the row's id says which it is
-                cells.append(f'<td><a href="{text}" title="{text}">{_e(Path(text).name)}</a></td>')
+                cells.append(f'<td><a href="{text}">{_e(Path(text).name)}</a></td>')
             elif col in ids and text:
                 cells.append(f'<td><code class="id">{text}</code></td>')
             elif col in numeric:
