@@ -106,7 +106,7 @@ def test_an_accepted_answer_is_applied_and_no_candidate_disappears(world: dict[s
         art = A.write_artifact(world["dir"] / f"art{world['n']}", con, BATCH, candidates=answer["candidates"],
                                commitments=answer["commitments"], read=answer["readSessionIds"], touched=touched,
                                run_id=f"run-{world['n']}", batch_id=f"b{world['n']}")
-    r = apply.apply(art, db_file=wh, corpus_dir=corpus)
+    r = apply.apply(art, db=wh, corpus=corpus)
     assert r.status == "applied", r.reason
     # every candidate is accounted for exactly once
     refused = [x["candidate"] for x in r.candidates_refused]
