@@ -303,3 +303,17 @@ def planted_samples(folder: Path, seed: int = 15) -> dict[str, str]:
         ("uv run python scripts/summarise.py", openai_error(s["openai-key"]), 1),
     ])
     return s
+def not_camel_case(doc: object, path: str = "$") -> list[str]:
+    """Every key of a JSON document that is not camelCase (a space, an underscore, a capital first)."""
+    import re
+
+    bad: list[str] = []
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if not re.fullmatch(r"[a-z][A-Za-z0-9]*", str(key)):
+                bad.append(f"{path}.{key}")
+            bad += not_camel_case(value, f"{path}.{key}")
+    elif isinstance(doc, list):
+        for item in doc:
+            bad += not_camel_case(item, f"{path}[]")
+    return bad

@@ -86,7 +86,8 @@ class AnalysisConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    cutover: dt.date
+    # None: no deployment date is known, so every call counts as before (rates and causes, no effect).
+    cutover: dt.date | None
     tz: str = "UTC"
     ttl_seconds: int = Field(300, gt=0)
     provider: str = "anthropic"
@@ -649,7 +650,8 @@ def analyze(
     left_out = {"undated": int(counts["undated"]), "no_session": int(counts["no_session"])}
     lf = lf.filter(pl.col("at").is_not_null() & pl.col("session_id").is_not_null())
     classified = classify(
-        lf, cutover=config.cutover, tz=config.tz, ttl_seconds=config.ttl_seconds, hit_share=config.hit_share
+        lf, cutover=config.cutover or dt.date.max, tz=config.tz, ttl_seconds=config.ttl_seconds,
+        hit_share=config.hit_share
     ).collect()
     if classified.height == 0:
         which = f" from source {config.source!r}" if config.source else ""
@@ -707,7 +709,10 @@ def _notes(
     days = classified.select(pl.col("at").dt.convert_time_zone(config.tz).dt.date().alias("d")).get_column("d")
     first, last = days.min(), days.max()
     span = f"the calls run from {first!s} to {last!s} ({config.tz})"
-    if not periods.get("after"):
+    if config.cutover is None:
+        notes.append(f"no cutover date given, so every call counts as before it ({span}): rates and causes are "
+                     "shown, and the effect of anchoring needs the day it was deployed")
+    elif not periods.get("after"):
         notes.append(f"no calls after the cutover {config.cutover}: {span}, so there is nothing to compare")
     elif not periods.get("before"):
         notes.append(f"no calls before the cutover {config.cutover}: {span}, so there is nothing to compare")

@@ -32,16 +32,17 @@ def _save(fig: Figure, path: str | Path) -> Path:
     return out
 
 
-def daily_cached_rate(daily: pl.DataFrame, cutover: dt.date, path: str | Path) -> Path:
-    """Token-weighted and request-weighted cached share per day, with the cutover marked."""
+def daily_cached_rate(daily: pl.DataFrame, cutover: dt.date | None, path: str | Path) -> Path:
+    """Token-weighted and request-weighted cached share per day, with the cutover marked (when there is one)."""
     fig = Figure(figsize=(9, 3.6))
     ax = fig.add_subplot()
     days = daily["local_date"].to_list()
     ax.plot(days, daily["token_share"].to_numpy(), marker="o", markersize=3, label="token-weighted")
     ax.plot(days, daily["request_share"].to_numpy(), marker=".", markersize=3, alpha=0.7, label="request-weighted")
-    ax.axvline(date2num(cutover), color="tab:red", linestyle="--", linewidth=1)
-    ax.annotate("cutover", (cutover, 0.02), xycoords=("data", "axes fraction"), color="tab:red", fontsize=8,
-                xytext=(3, 0), textcoords="offset points")
+    if cutover is not None:
+        ax.axvline(date2num(cutover), color="tab:red", linestyle="--", linewidth=1)
+        ax.annotate("cutover", (cutover, 0.02), xycoords=("data", "axes fraction"), color="tab:red", fontsize=8,
+                    xytext=(3, 0), textcoords="offset points")
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("cached share of prompt tokens")
     ax.set_title("Daily cached-token rate")
@@ -60,10 +61,16 @@ def crossing_vs_other(report: CacheReport, path: str | Path) -> Path:
     x = np.arange(2)
     fig = Figure(figsize=(6.5, 3.8))
     ax = fig.add_subplot()
-    for offset, values, name in ((-0.2, before, "before cutover"), (0.2, after, "after cutover")):
+    no_cutover = report.inputs.get("cutover") is None
+    # A series with no calls at all (no calls after the cutover, or no cutover) is left out, not drawn empty.
+    series = [(values, name) for values, name in ((before, "all calls" if no_cutover else "before cutover"),
+                                                  (after, "after cutover")) if any(v is not None for v in values)]
+    width = 0.76 / max(1, len(series))
+    for k, (values, name) in enumerate(series):
+        offset = (k - (len(series) - 1) / 2) * width
         heights = [np.nan if v is None else v for v in values]
-        bars = ax.bar(x + offset, heights, width=0.38, label=name)
-        ax.bar_label(bars, labels=["—" if v is None else f"{v:.1%}" for v in values], fontsize=8)
+        bars = ax.bar(x + offset, heights, width=width * 0.95, label=name)
+        ax.bar_label(bars, labels=["—" if v is None else f"{v:.1%}" for v in values], fontsize=8, padding=2)
     e = report.effect
     if e.estimate is not None:
         ci = "" if e.ci_low is None else f" [{e.ci_low:+.3f}, {e.ci_high:+.3f}]"
@@ -72,7 +79,8 @@ def crossing_vs_other(report: CacheReport, path: str | Path) -> Path:
         ax.set_title("Cached share, token-weighted", fontsize=10)
     ax.set_xticks(x, labels)
     ax.set_ylim(0, 1.12)
-    ax.legend(fontsize=8, loc="upper center", ncols=2)
+    # Beside the axes, never over a bar or its label.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, path)
 
@@ -113,11 +121,12 @@ def sessions_table(cliffs: pl.DataFrame, path: str | Path) -> Path:
         ]
         for r in cliffs.iter_rows(named=True)
     ] or [["(no misses)"] + [""] * (len(columns) - 1)]
-    fig = Figure(figsize=(11, 0.5 + 0.3 * len(rows)))
+    fig = Figure(figsize=(12, 0.5 + 0.3 * len(rows)))
     ax = fig.add_subplot()
     ax.axis("off")
     labels = ["session", "at (UTC)", "cause", "previous prompt", "cached", "cliff (tokens)", "misses/calls"]
-    widths = [0.30, 0.14, 0.12, 0.12, 0.10, 0.12, 0.10]
+    # a session id is 36 characters: its column is sized to hold one whole
+    widths = [0.36, 0.14, 0.11, 0.11, 0.08, 0.11, 0.09]
     table = ax.table(cellText=rows, colLabels=labels, colWidths=widths, loc="center", cellLoc="left")
     table.auto_set_font_size(False)
     table.set_fontsize(8)
@@ -131,7 +140,8 @@ def plot_all(report: CacheReport, classified: pl.DataFrame, cliffs: pl.DataFrame
     from pipeline.cache.analysis import daily_rates
 
     out = Path(out_dir)
-    cutover = dt.date.fromisoformat(str(report.inputs["cutover"]))
+    given = report.inputs.get("cutover")
+    cutover = dt.date.fromisoformat(str(given)) if given else None
     return {
         "daily_cached_rate": daily_cached_rate(daily_rates(classified), cutover, out / "daily_cached_rate.png"),
         "crossing_vs_other": crossing_vs_other(report, out / "crossing_vs_other.png"),

@@ -95,10 +95,9 @@ def notebook_inputs(
     elif calls is not None:
         simulation = read_summary(calls)
     day = _as_date(cutover)
-    if day is None:
-        if simulation is None:
-            raise UsageError("give the cutover date (the day the anchored harness was deployed), e.g. cutover='2026-09-22'")
+    if day is None and simulation is not None:
         day = simulation.cutover
+    # Still None: no deployment date is known, and every call counts as before it.
     config = AnalysisConfig(cutover=day, tz=tz, ttl_seconds=ttl_seconds, provider=provider, source=source)
     return ReportInputs(db=db, calls=str(calls) if calls else None, config=config, simulation=simulation, out_dir=str(out))
 
@@ -161,12 +160,16 @@ def render_table(report: CacheReport) -> str:
     e = report.effect
     cfg = report.inputs
     left = sum(report.left_out.values())
+    no_cutover = cfg.get("cutover") is None
     lines.append(
         f"{report.calls:,} calls in {report.sessions:,} sessions"
         + (f" ({left:,} more left out: no time or no session)" if left else "")
-        + f" · cutover {cfg['cutover']} · tz {cfg['tz']} · TTL {cfg['ttl_seconds']} s"
+        + f" · cutover {cfg['cutover'] or 'none given'} · tz {cfg['tz']} · TTL {cfg['ttl_seconds']} s"
     )
     lines.append("")
+    if no_cutover:
+        _rates_without_cutover(report, lines)
+        return "\n".join(lines)
     lines.append(
         f"effect of anchoring (DiD, token-weighted): {_num(e.estimate)}"
         f"  [{_num(e.ci_low)}, {_num(e.ci_high)}] {int(e.confidence * 100)} % bootstrap CI over {e.sessions} sessions"
@@ -210,6 +213,27 @@ def render_table(report: CacheReport) -> str:
         lines.append("")
         lines.extend(f"note: {note}" for note in report.notes)
     return "\n".join(lines)
+
+
+def _rates_without_cutover(report: CacheReport, lines: list[str]) -> None:
+    """The table for calls with no cutover date: one column of rates, the causes, the notes."""
+    groups = report.rates["groups"]
+    lines.append(f"{'cached share (all calls)':<28}{'tokens':>12}{'calls':>10}")
+    for name, label in (("crossing", "first call after midnight"), ("other", "other within-TTL calls")):
+        b = groups.get(name, {}).get("before", {})
+        lines.append(f"{label:<28}{_pct(b.get('token_share')):>12}{b.get('calls', 0):>10,}")
+    lines.append("")
+    lines.append(f"{'cause':<16}{'calls':>10}{'share':>10}{'spend USD':>14}{'lost USD':>14}")
+    for cause in CAUSES:
+        c = report.causes[cause]
+        cost = report.cost["by_cause"][cause]
+        lines.append(
+            f"{cause:<16}{c['calls']:>10,}{_pct(c['share_of_calls']):>10}"
+            f"{cost['spend_usd'] or 0:>14,.2f}{cost['lost_usd'] or 0:>14,.2f}"
+        )
+    if report.notes:
+        lines.append("")
+        lines.extend(f"note: {note}" for note in report.notes)
 
 
 def closing_note(report: CacheReport, bench: dict[str, Any] | None = None) -> str:

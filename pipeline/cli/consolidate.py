@@ -17,7 +17,6 @@ from pipeline.consolidator.batch_input import BatchInput
 from pipeline.consolidator.context import Event
 from pipeline.consolidator.contract import check_answer_file
 from pipeline.consolidator.engine import engine_choices
-from pipeline.errors import UsageError
 from pipeline.warehouse import db
 
 _DEFAULTS = Budgets()
@@ -66,12 +65,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check-answer",
         help="check an answer file against the contract (always prints JSON)",
-        description="Exit 0 with {\"accepted\": true}, or 1 with {\"accepted\": false, \"problems\": [...]}.",
+        description="Exit 0 with {\"accepted\": true}, or 1 with {\"accepted\": false, \"problems\": [...]}. "
+        "The output is always one JSON document, so --json changes nothing.",
     )
     p.add_argument("answer", metavar="ANSWER.json", help="the answer file: one JSON object (candidates, commitments, readSessionIds)")
     p.add_argument("--sessions", action="append", required=True, metavar="ID[,ID…]",
                    help="the batch the answer may cite (repeatable)")
     add_db(p)
+    add_json(p)
     p.set_defaults(func=cmd_check_answer)
 
 
@@ -108,11 +109,8 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
 
 
 def cmd_check_answer(args: argparse.Namespace) -> int:
-    try:
-        result = check_answer_file(args.answer, parse_session_ids(args.sessions), args.db)
-    except UsageError as exc:
-        # stdout stays one JSON document even when the invocation is wrong (exit 2).
-        print_json({"error": str(exc)})
-        raise
+    # Always JSON, with or without --json: an error is then the {"error", "exitCode"} document too (exit 2).
+    args.json = True
+    result = check_answer_file(args.answer, parse_session_ids(args.sessions), args.db)
     print_json(result.report())
     return 0 if result.accepted else 1

@@ -33,10 +33,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.set_defaults(func=cmd_apply)
 
-    p = sub.add_parser("memories", help="list the memories in the corpus",
-                       description="One line per memory, as the warehouse mirrors the corpus: id, kind, claim and "
-                       "how many sessions back it (--json: also its path, commit and sessions).")
+    p = sub.add_parser(
+        "memories", help="list the memories in the corpus, or take one back",
+        description="`pipeline memories` lists the memories the corpus holds (--all: also those taken back, with "
+        "the reason). `pipeline memories drop ID --why TEXT` takes one back: its file is removed in a `drop:` "
+        "commit that records the reason, its evidence stays in the history, its sessions stay read, and later "
+        "nights do not write the same claim again.",
+    )
+    p.add_argument("action", nargs="?", choices=("list", "drop"), default="list", help="what to do (default list)")
+    p.add_argument("memory_id", nargs="?", metavar="ID", help="a memory id from the listing, e.g. error_pattern-3e32abcdb2cc")
+    p.add_argument("--why", metavar="TEXT", help="drop: why the memory is taken back (required; goes in the commit)")
+    p.add_argument("--all", action="store_true", help="list dropped memories too, with the reason")
     add_db(p)
+    _add_corpus(p)
     add_json(p)
     p.set_defaults(func=cmd_memories)
 
@@ -77,24 +86,43 @@ def cmd_apply(args: argparse.Namespace) -> int:
                   f"{', '.join(result.named_not_touched)}\n")
             for r in result.candidates_refused:
                 w(f"candidate {r['candidate']} not written: {'; '.join(r['problems'])}\n")
+            if result.kept_pending:
+                w(f"kept pending (quoted by a candidate that was not written; read again next night): "
+                  f"{', '.join(result.kept_pending)}\n")
         else:
             w(f"{args.artifact}: nothing landed: {result.reason}\n")
     return result.exit_code
 
 
 def cmd_memories(args: argparse.Namespace) -> int:
-    with db.reading(args.db) as con:
-        rows = db.frame(con, 'SELECT m.memory_id, m.kind, m.claim, m.path, m."commit", '
-                             "list(l.session_id ORDER BY l.session_id) AS sessions "
-                             "FROM memories m LEFT JOIN memory_links l USING (memory_id) GROUP BY ALL ORDER BY m.path")
-    entries = [{"id": r["memory_id"], "kind": r["kind"], "claim": r["claim"], "path": r["path"],
-                "commit": r["commit"], "sessions": [s for s in r["sessions"] if s]} for r in rows.iter_rows(named=True)]
+    if args.action == "drop":
+        if not args.memory_id:
+            raise UsageError("`pipeline memories drop` needs a memory ID (see `pipeline memories`)")
+        if args.why is None:
+            raise UsageError(f"say why with --why: pipeline memories drop {args.memory_id} --why \"…\"")
+        entry = review.drop_memory(args.memory_id, args.why, db=args.db, corpus=args.corpus)
+        if args.json:
+            print_json(entry)
+        elif entry.get("unchanged"):
+            sys.stderr.write(f"{entry['id']} was already dropped (commit {entry['commit'][:12]}); nothing changed\n")
+        else:
+            sys.stderr.write(f"dropped {entry['id']}: {entry['claim']}\n  commit {entry['commit'][:12]} "
+                             f"(drop: …); its evidence stays in the corpus history\n")
+        return 0
+    if args.memory_id or args.why is not None:
+        raise UsageError("`pipeline memories` lists; to take a memory back: pipeline memories drop ID --why TEXT")
+    entries = review.list_memories(db=args.db, include_dropped=args.all)
     if args.json:
         print_json(entries)
     else:
         for e in entries:
-            sys.stdout.write(f"{e['id']}  [{e['kind']}] {e['claim']}  ({len(e['sessions'])} sessions)\n")
-        sys.stderr.write(f"{len(entries)} memories\n")
+            if e["status"] == "dropped":
+                sys.stdout.write(f"{e['id']}  [{e['kind']}] {e['claim']}  (dropped: {e['why']})\n")
+            else:
+                sys.stdout.write(f"{e['id']}  [{e['kind']}] {e['claim']}  ({len(e['sessions'])} sessions)\n")
+        kept = sum(e["status"] == "kept" for e in entries)
+        gone = len(entries) - kept
+        sys.stderr.write(f"{kept} memories" + (f", {gone} dropped" if args.all else "") + "\n")
     return 0
 
 

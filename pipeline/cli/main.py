@@ -45,11 +45,50 @@ def _options_part(argv: Sequence[str]) -> list[str]:
     return list(argv[: argv.index("--")] if "--" in argv else argv)
 
 
+# Verbs whose output is JSON whether or not --json is given.
+ALWAYS_JSON = frozenset({"check-answer"})
+
+
 def _wants_json(argv: Sequence[str]) -> bool:
     options = _options_part(argv)
+    if _verb_in(argv) in ALWAYS_JSON:
+        return True
     if "--json" in options or "--format=json" in options:
         return True
     return any(a == "--format" and b == "json" for a, b in itertools.pairwise(options))
+
+
+# Positional arguments that hold free text (a search phrase, an SQL query): a value of theirs that starts
+# with '-' reads as an unknown option, and is the one case where `--` is the fix.
+PHRASE_ARGUMENTS = frozenset({"phrase", "query"})
+
+
+def _verb_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The subparser of the verb on this command line (argparse reports unknown arguments from the top)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            verb = _verb_in(argv)
+            if verb in action.choices:
+                return action.choices[verb]
+    return parser
+
+
+def dash_hint_applies(parser: argparse.ArgumentParser, message: str, argv: Sequence[str]) -> bool:
+    """True when a phrase that starts with '-' is the likely cause of this usage error: the verb takes a
+    free-text positional, and the command line holds a dash token that is none of the verb's options and
+    looks like a phrase rather than a mistyped flag (one dash, or spaces inside), or the phrase itself is
+    reported missing because such a token swallowed its place."""
+    verb = _verb_parser(parser, argv)
+    if not any(not a.option_strings and a.dest in PHRASE_ARGUMENTS for a in verb._actions):
+        return False
+    options = _options_part(argv)
+    unknown = [a for a in options if a.startswith("-") and a != "-"
+               and a.split("=")[0] not in verb._option_string_actions and a not in ("--db",)]
+    if not unknown:
+        return False
+    if "the following arguments are required" in message:
+        return True
+    return "unrecognized arguments" in message and any(not a.startswith("--") or " " in a for a in unknown)
 
 
 class Parser(argparse.ArgumentParser):
@@ -58,9 +97,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         hint = ""
-        # A value that starts with '-' reads as an unknown option, and its argument then seems missing.
-        unknown = [a for a in _options_part(_argv) if a.startswith("-") and a.split("=")[0] not in self._option_string_actions]
-        if "unrecognized arguments: -" in message or ("required" in message and unknown):
+        if dash_hint_applies(self, message, _argv):
             hint = "\n(an argument that starts with '-' goes after '--', e.g. pipeline search -- ID '-m pytest')"
         full = f"{self.prog}: error: {message}{hint}\n(see `{self.prog} --help`)\n"
         if _wants_json(_argv):

@@ -65,15 +65,15 @@ def _summary(result: nightly.NightResult, args: argparse.Namespace) -> None:
 
     console = Console(stderr=True, width=160)
     table = Table(title=f"night {result.day} · run {result.run_id} · {result.engine_note}")
-    for col in ("batch", "sessions", "status", "memories", "linked", "watermarked", "tasks proposed", "seconds", "reason"):
-        table.add_column(col)
+    keys = ("batch", "sessions", "status", "memories", "linked", "watermarked", "tasksProposed", "seconds", "reason")
+    for col in keys:
+        table.add_column("tasks proposed" if col == "tasksProposed" else col)
     # Batches an interrupted run left behind come first, marked as such: one whose notebook never
     # finished is planned again tonight and may show up twice, once from each run.
     rows = [(b, "earlier run: ") for b in result.recovered] + [(b, "") for b in result.batches]
     for b, origin in rows:
         r = {**b.row(), "batch": origin + b.batch_id}
-        table.add_row(*["" if r[c] is None else str(r[c]) for c in
-                        ("batch", "sessions", "status", "memories", "linked", "watermarked", "tasks proposed", "seconds", "reason")])
+        table.add_row(*["" if r[c] is None else str(r[c]) for c in keys])
     console.print(table)
     w = sys.stderr.write
     w(f"sessions still pending: {result.pending_after}   wall time: {result.seconds:.1f} s\n")

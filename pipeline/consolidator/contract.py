@@ -26,6 +26,8 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from pipeline.consolidator.batch_secrets import scan_sessions
 from pipeline.consolidator.quotes import QuoteIndex, WarehouseQuotes
 from pipeline.errors import UsageError
+from pipeline.redact import redact
+from pipeline.secret_gate import SecretSet
 
 __all__ = [
     "ACTORS",
@@ -36,6 +38,7 @@ __all__ = [
     "MAX_TOOL_RESULT_CHARS",
     "MIN_CANDIDATE_EVIDENCE",
     "MIN_QUOTE_CHARS",
+    "QUOTE_LEAK_MIN",
     "Answer",
     "Candidate",
     "CheckResult",
@@ -45,7 +48,10 @@ __all__ = [
     "Problem",
     "check_answer",
     "check_answer_file",
+    "clean_block",
     "is_question",
+    "one_line",
+    "written_text",
 ]
 
 KINDS = ("episodic", "semantic", "procedural", "agent_insight", "error_pattern", "precedent")
@@ -56,6 +62,9 @@ MAX_QUOTE_CHARS = 600
 MIN_CANDIDATE_EVIDENCE = 2
 # A quote proves something only when it says something: "E" or "ok" occur everywhere.
 MIN_QUOTE_CHARS = 8
+# A quote shorter than this is a common phrase ("uv", "pytest -q"): a memory's text may contain it. A longer
+# one must not appear in the claim, gist or entities: quotes belong in the commit message only.
+QUOTE_LEAK_MIN = 16
 # No tool result, submit_answer's included, is longer than this (the bound the prompt states).
 MAX_TOOL_RESULT_CHARS = 60_000
 # How many batch ids a "not in this batch" reason lists before it abbreviates.
@@ -347,6 +356,9 @@ def _reason(err: ErrorDetails) -> str:
         return f"unknown field {_brief(field)}; remove it (the fields allowed here are: {allowed})"
     if kind in _JSON_KIND:
         return f"expected {_JSON_KIND[kind]} here, found {_json_type(value)}"
+    if kind == "string_unicode":
+        return ("holds a character that is not valid Unicode (a lone surrogate, such as \\ud800); nothing that "
+                "holds it can be written to a file or a commit. Remove it")
     if kind == "string_too_short":
         return "must not be empty"
     if kind == "string_too_long":
@@ -378,6 +390,33 @@ def _schema_problems(data: object) -> list[Problem]:
     except ValidationError as exc:
         return [Problem(path=_path(e["loc"]), reason=_reason(e)) for e in exc.errors()]
     return []
+
+
+# --- how a candidate's text is written into the corpus ------------------------------------------
+
+
+def one_line(text: str) -> str:
+    """A claim or entity on one line: every kind of line break and run of spaces becomes one space."""
+    return " ".join(text.split())
+
+
+def clean_block(text: str) -> str:
+    """A gist with plain \\n line ends (YAML and Markdown readers disagree on the others)."""
+    for brk in ("\r\n", "\r", "\x85", "\u2028", "\u2029", "\x0b", "\x0c"):
+        text = text.replace(brk, "\n")
+    return text.strip("\n")
+
+
+def written_text(claim: str, gist: str, entities: Iterable[tuple[str, str]],
+                 known: SecretSet | None = None) -> tuple[str, str, list[str]]:
+    """(claim, gist, entities as `type:name`) exactly as `apply` writes them into a memory file: secrets
+    masked, the claim and entities on one line, the gist with plain line ends. The contract judges these
+    forms, so that what it accepts is what lands."""
+    return (
+        one_line(redact(claim, known).text),
+        clean_block(redact(gist, known).text),
+        [one_line(redact(f"{kind}:{name}", known).text) for kind, name in entities],
+    )
 
 
 # --- what the schema cannot see: batch membership and verbatim quotes ---------------------------
@@ -483,6 +522,47 @@ def _evidence_items(data: Mapping[str, Any], section: str) -> Iterable[tuple[str
             yield f"{section}[{i}].evidence[{j}]", evidence
 
 
+def _written_problems(data: Mapping[str, Any], found: Mapping[str, list[Evidence]]) -> list[Problem]:
+    """What only shows once a candidate is written as a memory file: a limit broken once secrets are
+    masked, and an evidence quote repeated in the claim, gist or entities (quotes live only in the
+    commit message)."""
+    problems: list[Problem] = []
+    items = data.get("candidates")
+    if not isinstance(items, list):
+        return problems
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        claim_in = item.get("claim")
+        gist_in = item.get("gist")
+        listed = item.get("entities")
+        raw_entities: list[Any] = listed if isinstance(listed, list) else []
+        entities_in = [(e["type"], e["name"]) for e in raw_entities
+                       if isinstance(e, dict) and isinstance(e.get("type"), str) and isinstance(e.get("name"), str)]
+        if not isinstance(claim_in, str) or not isinstance(gist_in, str):
+            continue
+        claim, gist, entities = written_text(claim_in, gist_in, entities_in)
+        owner = f"candidates[{i}]"
+        for name, text, raw, limit in (("claim", claim, claim_in, MAX_CLAIM_CHARS), ("gist", gist, gist_in, MAX_GIST_CHARS)):
+            if len(raw) <= limit < len(text):
+                problems.append(Problem(path=f"{owner}.{name}", reason=(
+                    f"is {len(text)} characters once the secrets in it are masked ([REDACTED:…]); at most "
+                    f"{limit} are allowed. Shorten it, and leave secrets out of a memory")))
+        places = [("claim", claim_in, claim), ("gist", gist_in, gist)]
+        places += [(f"entities[{k}].name", f"{t}:{n}", written) for k, ((t, n), written) in enumerate(zip(entities_in, entities, strict=True))]
+        for evidence in found.get(owner, []):
+            quote = evidence.quote
+            if len(quote.strip()) < QUOTE_LEAK_MIN:
+                continue
+            for where, raw, written in places:
+                if quote in raw or quote in written or one_line(quote) in one_line(raw):
+                    problems.append(Problem(path=f"{owner}.{where}", reason=(
+                        f"repeats an evidence quote word for word ({_brief(quote, 60)}); a memory says in your own "
+                        "words what its quotes show, and the quotes themselves go only in the commit message")))
+                    break
+    return problems
+
+
 def _semantic_problems(data: Mapping[str, Any], checker: _Checker) -> list[Problem]:
     problems: list[Problem] = []
     for section in ("candidates", "commitments"):
@@ -513,6 +593,7 @@ def _semantic_problems(data: Mapping[str, Any], checker: _Checker) -> list[Probl
                         "do the work. A question, an offer or a hypothetical is not a commitment: drop it")))
         if section == "candidates":
             problems.extend(checker.same_line_problems(found))
+            problems.extend(_written_problems(data, found))
     read = data.get("readSessionIds")
     if isinstance(read, list):
         for i, sid in enumerate(read):

@@ -23,7 +23,7 @@ import duckdb
 
 from pipeline.consolidator.commitments import Message, commitment_entry, find_commitments
 from pipeline.consolidator.context import BatchContext, EngineResult, Recorder, utc_now
-from pipeline.consolidator.contract import check_answer
+from pipeline.consolidator.contract import check_answer, written_text
 from pipeline.consolidator.error_shapes import ToolResult, find_error_patterns, pattern_candidate
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.secret_gate import SecretSet
@@ -115,6 +115,28 @@ def _drop_unquotable(answer: dict[str, Any], quotes: WarehouseQuotes) -> dict[st
     return {**answer, "candidates": candidates, "commitments": commitments}
 
 
+def dropped_claims(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
+    """(kind, claim in lowercase with single spaces) of every memory a reviewer took back."""
+    exists = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database() "
+        "AND table_name = 'dropped_memories'"
+    ).fetchone()
+    if not exists or not exists[0]:
+        return set()  # a warehouse from before memories could be dropped
+    return {(kind, _normalised(claim)) for kind, claim in con.execute("SELECT kind, claim FROM dropped_memories").fetchall()}
+
+
+def _normalised(claim: str) -> str:
+    return " ".join(claim.lower().split())
+
+
+def leave_out_dropped(answer: dict[str, Any], dropped: set[tuple[str, str]]) -> tuple[dict[str, Any], int]:
+    """The answer without the candidates whose claim, as it would be written, a reviewer took back."""
+    kept = [c for c in answer["candidates"]
+            if (c["kind"], _normalised(written_text(c["claim"], "", [])[0])) not in dropped]
+    return {**answer, "candidates": kept}, len(answer["candidates"]) - len(kept)
+
+
 def run_rules(ctx: BatchContext, recorder: Recorder) -> EngineResult:
     """Scan every session of the batch, build the answer, and check it with the contract."""
     ctx.emit("engine", f"engine rules: scanning {len(ctx.session_ids)} session(s), no model involved")
@@ -131,6 +153,10 @@ def run_rules(ctx: BatchContext, recorder: Recorder) -> EngineResult:
             text.failed_calls, text.messages, ctx.session_ids, new_from_line=ctx.new_from_line, slugs=text.slugs
         )
         answer = _drop_unquotable(answer, quotes)
+        # A claim a reviewer took back (`pipeline memories drop`) is not proposed again.
+        answer, left_out = leave_out_dropped(answer, dropped_claims(con))
+        if left_out:
+            ctx.emit("engine", f"left out {left_out} candidate(s) whose claim a reviewer dropped earlier")
         at = utc_now()
         result = check_answer(answer, ctx.session_ids, quotes)
     recorder.tool("submit_answer", answer, session_id=None, ok=result.accepted, result_chars=len(result.tool_result()), at=at)

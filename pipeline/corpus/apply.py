@@ -27,7 +27,7 @@ import pyarrow as pa
 from pipeline import config
 from pipeline.consolidator import artifact
 from pipeline.consolidator.batch_secrets import scan_warehouse
-from pipeline.consolidator.contract import Answer, Candidate, Commitment, check_answer
+from pipeline.consolidator.contract import Answer, Candidate, Commitment, check_answer, written_text
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.corpus import dedupe, memory_file, tasks
 from pipeline.corpus.git_corpus import Corpus
@@ -78,9 +78,12 @@ class ApplyResult:
     memories_written: list[str] = field(default_factory=list)
     memories_linked: list[str] = field(default_factory=list)
     candidates_refused: list[dict[str, Any]] = field(default_factory=list)
+    # Where each landed candidate went: {candidate (its index in the answer), memoryId, as: memory | link}
+    candidates_landed: list[dict[str, Any]] = field(default_factory=list)
     tasks: dict[str, int] = field(default_factory=dict)
     watermarked: list[str] = field(default_factory=list)
     named_not_touched: list[str] = field(default_factory=list)
+    kept_pending: list[str] = field(default_factory=list)  # read, but quoted by a refused candidate
     llm_calls: int = 0
 
     @property
@@ -91,8 +94,8 @@ class ApplyResult:
         return {
             "artifactId": self.artifact_id, "runId": self.run_id, "batchId": self.batch_id, "status": self.status,
             "reason": self.reason, "memoriesWritten": self.memories_written, "memoriesLinked": self.memories_linked,
-            "candidatesRefused": self.candidates_refused, "tasks": self.tasks, "watermarked": self.watermarked,
-            "namedNotTouched": self.named_not_touched, "llmCalls": self.llm_calls,
+            "candidatesRefused": self.candidates_refused, "candidatesLanded": self.candidates_landed, "tasks": self.tasks, "watermarked": self.watermarked,
+            "namedNotTouched": self.named_not_touched, "keptPending": self.kept_pending, "llmCalls": self.llm_calls,
         }
 
 
@@ -139,15 +142,17 @@ def apply(artifact_dir: str | Path, *, db: str | Path | None = None, corpus: str
             _land_tasks(repo, art, answer, result, confidence_floor, _locator(con, known), known)
             touched = set(art.art.touched_session_ids())
             named = [s for s in dict.fromkeys(answer.readSessionIds) if s in art.session_ids]
-            result.watermarked = [s for s in named if s in touched]
+            held = {s for r in result.candidates_refused for s in r.get("sessionsKeptPending", [])}
+            result.watermarked = [s for s in named if s in touched and s not in held]
             result.named_not_touched = [s for s in named if s not in touched]
+            result.kept_pending = [s for s in named if s in touched and s in held]
         crash_point("apply:before-warehouse")
         _record(con, repo if answer is not None else None, art, result, known)
     return result
 
 
 # -- corpus ------------------------------------------------------------------------------------------
-def _existing_memories(corpus: Corpus) -> dict[Path, memory_file.MemoryDoc]:
+def existing_memories(corpus: Corpus) -> dict[Path, memory_file.MemoryDoc]:
     out = {}
     for kind_dir in sorted(p for p in corpus.root.iterdir() if p.is_dir() and p.name in memory_file.KINDS):
         for p in sorted(kind_dir.glob("*.md")):
@@ -170,34 +175,53 @@ def secret_problems(texts: list[str], known: SecretSet) -> list[str]:
     return list(dict.fromkeys(p for t in texts for p in known.check(t)))
 
 
+def _refuse(result: ApplyResult, i: int, claim: str, sessions: list[str], problems: list[str], *,
+            hold: bool = True) -> None:
+    """List a candidate that does not land, with why. With `hold`, the sessions it quotes are not watermarked
+    by this batch, so a later night reads them again (nothing is lost to a refusal)."""
+    result.candidates_refused.append({"candidate": i, "claim": claim, "problems": problems,
+                                      "sessionsKeptPending": sessions if hold else []})
+
+
 def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candidate], result: ApplyResult,
                      known: SecretSet) -> None:
-    done = {
-        c.trailers.get("Candidate") for c in corpus.commits() if c.trailers.get("Artifact") == art.artifact_id
-    }
-    existing = _existing_memories(corpus)
+    commits = corpus.commits()
+    # What an interrupted apply of this artifact already committed: reported again, not committed twice.
+    done = {c.trailers.get("Candidate"): c for c in commits if c.trailers.get("Artifact") == art.artifact_id}
+    dropped = dedupe.dropped_memories(corpus)
+    existing = existing_memories(corpus)
     touched = set(art.art.touched_session_ids())
     created = art.created_day
     for i, cand in enumerate(candidates):
-        if str(i) in done:
-            continue
-        claim = memory_file.one_line(redact(cand.claim, known).text)
-        gist = memory_file.clean_block(redact(cand.gist, known).text)
-        entities = [memory_file.one_line(redact(f"{e.type}:{e.name}", known).text) for e in cand.entities]
+        claim, gist, entities = written_text(cand.claim, cand.gist, [(e.type, e.name) for e in cand.entities], known)
         sessions = sorted({e.sessionId for e in cand.evidence})
+        if str(i) in done:
+            landed = done[str(i)]
+            linked = landed.subject.startswith("link: ")
+            (result.memories_linked if linked else result.memories_written).append(landed.trailers.get("Memory-Id", ""))
+            result.candidates_landed.append({"candidate": i, "memoryId": landed.trailers.get("Memory-Id", ""),
+                                             "as": "link" if linked else "memory"})
+            continue
         body = _evidence_body(cand, known)
         leaking = secret_problems([claim, gist, *entities, body], known)
         if leaking:
-            result.candidates_refused.append({"candidate": i, "claim": known.scrub(claim), "problems": leaking})
+            _refuse(result, i, known.scrub(claim), sessions, leaking)
             continue
         unread = [s for s in sessions if s not in touched]
         if unread:
             # The quotes are real, but the batch never looked at that transcript, so nothing it read
             # there backs the claim: neither a new memory nor a link.
-            result.candidates_refused.append({"candidate": i, "claim": claim, "problems": [
-                f"quotes session(s) the batch never searched or read: {', '.join(unread)}"]})
+            _refuse(result, i, claim, sessions, [
+                f"quotes session(s) the batch never searched or read: {', '.join(unread)}"])
             continue
         mid = memory_file.memory_id(cand.kind, claim)
+        was_dropped = dedupe.dropped_match(mid, claim, dropped)
+        if was_dropped is not None:
+            # A reviewer's decision, not a fault: the sessions are read, and the claim stays out.
+            _refuse(result, i, claim, sessions, [
+                f"a reviewer took this memory back ({was_dropped.memory_id}, commit {was_dropped.commit[:12]}): "
+                f"{was_dropped.why}"], hold=False)
+            continue
         trailers = {"Artifact": art.artifact_id, "Candidate": str(i)}
         same = next((p for p, d in existing.items() if d.id == mid), None)
         if same is None:
@@ -213,6 +237,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
                           allow_empty=True)
             existing[same] = doc
             result.memories_linked.append(doc.id)
+            result.candidates_landed.append({"candidate": i, "memoryId": doc.id, "as": "link"})
             crash_point("apply:link-committed")
             continue
         doc = memory_file.MemoryDoc(
@@ -221,7 +246,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         )
         problems = memory_file.gate(doc, [e.quote for e in cand.evidence])
         if problems:
-            result.candidates_refused.append({"candidate": i, "claim": claim, "problems": problems})
+            _refuse(result, i, claim, sessions, problems)
             continue
         taken = {p: d.id for p, d in existing.items()}
         path = memory_file.path_for(corpus.root, cand.kind, claim, taken, mid)
@@ -232,6 +257,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         corpus.commit(f"memory: {claim}", body, {**trailers, "Memory-Id": mid})
         existing[path] = doc
         result.memories_written.append(mid)
+        result.candidates_landed.append({"candidate": i, "memoryId": mid, "as": "memory"})
         crash_point("apply:memory-committed")
 
 
@@ -302,12 +328,13 @@ def _land_tasks(corpus: Corpus, art: LoadedArtifact, answer: Answer, result: App
 
 # -- warehouse ---------------------------------------------------------------------------------------
 def mirror_corpus(con: duckdb.DuckDBPyConnection, corpus: Corpus) -> None:
-    """Make `memories`, `memory_links` and `tasks` equal to what the corpus holds (inside the caller's transaction)."""
+    """Make `memories`, `memory_links`, `dropped_memories` and `tasks` equal to what the corpus holds (inside the
+    caller's transaction)."""
     commit_of: dict[str, str] = {}
     for c in corpus.commits():
         if c.subject.startswith("memory: ") and "Memory-Id" in c.trailers:
             commit_of.setdefault(c.trailers["Memory-Id"], c.sha)
-    mems = _existing_memories(corpus)
+    mems = existing_memories(corpus)
     con.execute("DELETE FROM memory_links")
     con.execute("DELETE FROM memories")
     rows = [
@@ -318,6 +345,11 @@ def mirror_corpus(con: duckdb.DuckDBPyConnection, corpus: Corpus) -> None:
     links = [{"memory_id": d.id, "session_id": s} for d in mems.values() for s in d.sessions]
     _insert(con, "memories", rows, ["memory_id", "path", "kind", "claim", "created_at", "run_id", "batch_id", "commit"])
     _insert(con, "memory_links", links, ["memory_id", "session_id"])
+    con.execute("DELETE FROM dropped_memories")
+    _insert(con, "dropped_memories", [
+        {"memory_id": d.memory_id, "kind": d.kind, "claim": d.claim, "why": d.why, "path": d.path, "commit": d.commit}
+        for d in dedupe.dropped_memories(corpus)
+    ], ["memory_id", "kind", "claim", "why", "path", "commit"])
     con.execute("DELETE FROM tasks")
     _insert(con, "tasks", [tasks.as_row(p, d, corpus.root) for p, d in tasks.load_all(corpus.root)],
             ["task_id", "path", "status", "statement", "actor", "due_hint", "session_id", "confidence",

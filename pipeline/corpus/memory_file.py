@@ -16,12 +16,20 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.consolidator.contract import KINDS, MAX_CLAIM_CHARS, MAX_GIST_CHARS
+from pipeline.consolidator.contract import (
+    KINDS,
+    MAX_CLAIM_CHARS,
+    MAX_GIST_CHARS,
+    QUOTE_LEAK_MIN,
+    clean_block,
+    one_line,
+)
 from pipeline.redact import find_secrets
 
+__all__ = ["QUOTE_LEAK_MIN", "MemoryDoc", "clean_block", "gate", "memory_id", "one_line", "parse", "path_for",
+           "render", "slugify"]
+
 SLUG_MAX = 60
-# A quote shorter than this is a common phrase ("uv", "pytest -q"), not evidence text that leaked.
-QUOTE_LEAK_MIN = 16
 
 
 class MemoryDoc(BaseModel):
@@ -39,18 +47,6 @@ class MemoryDoc(BaseModel):
 
     def front_matter(self) -> dict[str, Any]:
         return self.model_dump(exclude={"gist"})
-
-
-def one_line(text: str) -> str:
-    """A claim or entity on one line: every kind of line break and run of spaces becomes one space."""
-    return " ".join(text.split())
-
-
-def clean_block(text: str) -> str:
-    """A gist with plain \\n line ends (YAML and Markdown readers disagree on the others)."""
-    for brk in ("\r\n", "\r", "\x85", "\u2028", "\u2029", "\x0b", "\x0c"):
-        text = text.replace(brk, "\n")
-    return text.strip("\n")
 
 
 def normalise_claim(claim: str) -> str:
@@ -130,8 +126,11 @@ def gate(doc: MemoryDoc, quotes: list[str]) -> list[str]:
     secrets = find_secrets(text)
     if secrets:
         problems.append(f"secrets left in the file: {', '.join(secrets)}")
+    # The prose of the memory, as the contract judges it (ids and dates in the front matter are not prose).
+    prose = "\n".join([doc.claim, doc.gist, *doc.entities])
     for q in quotes:
-        if len(q) >= QUOTE_LEAK_MIN and q in text:
-            problems.append("an evidence quote appears in the file; quotes belong only in the commit message")
+        if len(q.strip()) >= QUOTE_LEAK_MIN and q in prose:
+            problems.append("an evidence quote appears in the claim, gist or entities; quotes belong only in the "
+                            "commit message")
             break
     return problems

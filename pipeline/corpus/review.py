@@ -1,4 +1,12 @@
-"""What a person does with proposed tasks: list them, confirm, reject, or mark done."""
+"""What a person does with the night's results: tasks (list, confirm, reject, mark done) and memories
+(list them, take one back).
+
+Taking a memory back (`drop_memory`) removes its file in one `drop:` commit that names the memory and the
+reason; the evidence stays in the history (its `memory:` commit), its sessions stay watermarked, and later
+nights do not write the same claim again (`dedupe.dropped_memories`). Like every corpus change, the commit
+comes first and the warehouse mirrors it afterwards, so a kill at any point is repaired by running the same
+command again: the corpus recovers to its last commit, and a drop already committed is only mirrored.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import config
-from pipeline.corpus import apply, tasks
+from pipeline.consolidator.contract import one_line
+from pipeline.corpus import apply, dedupe, tasks
 from pipeline.corpus.git_corpus import Corpus
 from pipeline.errors import UsageError
+from pipeline.faults import crash_point
+from pipeline.redact import redact
 from pipeline.warehouse import db as warehouse
+
+WHY_MAX_CHARS = 500
 
 
 def _entry(path: Path, doc: tasks.TaskDoc, root: Path) -> dict[str, Any]:
@@ -68,3 +81,67 @@ def set_status(task_id: str, status: str, *, db: str | Path | None = None,
         with warehouse.atomic(con):
             apply.mirror_corpus(con, repo)
         return _entry(new_path, new, repo.root)
+
+
+def list_memories(*, db: str | Path | None = None, include_dropped: bool = False) -> list[dict[str, Any]]:
+    """The memories the warehouse mirrors; with `include_dropped`, also those taken back, with the reason."""
+    with warehouse.reading(db) as con:
+        rows = warehouse.frame(con, 'SELECT m.memory_id, m.kind, m.claim, m.path, m."commit", '
+                                    "list(l.session_id ORDER BY l.session_id) AS sessions "
+                                    "FROM memories m LEFT JOIN memory_links l USING (memory_id) GROUP BY ALL ORDER BY m.path")
+        gone = warehouse.frame(con, 'SELECT memory_id, kind, claim, path, "commit", why FROM dropped_memories '
+                                    "ORDER BY path, memory_id") if include_dropped else None
+    entries: list[dict[str, Any]] = [
+        {"id": r["memory_id"], "kind": r["kind"], "claim": r["claim"], "path": r["path"], "commit": r["commit"],
+         "sessions": [s for s in r["sessions"] if s], "status": "kept"}
+        for r in rows.iter_rows(named=True)
+    ]
+    if gone is not None:
+        entries += [
+            {"id": r["memory_id"], "kind": r["kind"], "claim": r["claim"], "path": r["path"], "commit": r["commit"],
+             "sessions": [], "status": "dropped", "why": r["why"]}
+            for r in gone.iter_rows(named=True)
+        ]
+    return entries
+
+
+def drop_memory(memory_id: str, why: str, *, db: str | Path | None = None,
+                corpus: str | Path | None = None) -> dict[str, Any]:
+    """Take a memory back: remove its file in a `drop:` commit, then mirror the corpus into the warehouse.
+
+    Running it again for a memory already dropped (after a crash, say) commits nothing and only mirrors.
+    """
+    why_text = one_line(redact(why).text)
+    if not why_text:
+        raise UsageError("--why is empty: say why the memory is taken back (the reason goes in the drop: commit)")
+    if len(why_text) > WHY_MAX_CHARS:
+        raise UsageError(f"--why is {len(why_text)} characters; keep the reason under {WHY_MAX_CHARS}")
+    repo = Corpus(config.corpus_path(corpus))
+    if not (repo.git_dir / "HEAD").exists():
+        raise UsageError(f"no corpus at {repo.root}: nothing has been applied yet")
+    with warehouse.writing(db) as con:
+        repo.ensure()  # a drop killed before its commit left the work tree dirty: back to HEAD
+        found = [(p, d) for p, d in apply.existing_memories(repo).items() if d.id == memory_id]
+        if not found:
+            earlier = next((d for d in dedupe.dropped_memories(repo) if d.memory_id == memory_id), None)
+            if earlier is None:
+                raise UsageError(f"no memory {memory_id!r} in the corpus; `pipeline memories --all` lists them")
+            with warehouse.atomic(con):
+                apply.mirror_corpus(con, repo)
+            return {"id": earlier.memory_id, "kind": earlier.kind, "claim": earlier.claim, "path": earlier.path,
+                    "why": earlier.why, "commit": earlier.commit, "unchanged": True}
+        path, doc = found[0]
+        rel = str(path.relative_to(repo.root))
+        written_by = next((c.sha for c in repo.commits()
+                           if c.subject.startswith("memory: ") and c.trailers.get("Memory-Id") == memory_id), None)
+        repo.remove(path)
+        crash_point("drop:file-removed")
+        body = (f"Why: {why_text}\n\nTook back {doc.kind} memory {doc.id} ({rel}), written by run {doc.run}, batch "
+                f"{doc.batch}. Its sessions stay read (watermarked); later nights do not write this claim again."
+                + (f" Its evidence stays in the history: git log --format=%B -1 {written_by}" if written_by else ""))
+        sha = repo.commit(f"{dedupe.DROP_PREFIX}{doc.claim}", body, {"Memory-Id": doc.id, "Kind": doc.kind, "Path": rel})
+        crash_point("drop:committed")
+        with warehouse.atomic(con):
+            apply.mirror_corpus(con, repo)
+        return {"id": doc.id, "kind": doc.kind, "claim": doc.claim, "path": rel, "why": why_text, "commit": sha,
+                "sessions": doc.sessions}

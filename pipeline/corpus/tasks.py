@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from pipeline.consolidator.commitments import tidy_statement
 from pipeline.consolidator.contract import Commitment
 from pipeline.corpus import dedupe
 from pipeline.corpus.memory_file import slugify
@@ -151,8 +152,10 @@ def _new_doc(c: Commitment, created: str, status: str, locate: Locate | None = N
     ev = c.evidence[0]
     quote = redact(ev.quote, known)
     line, said = locate(ev.sessionId, ev.quote) if locate else (None, None)
+    # Whichever engine wrote it, a statement lands without the leftovers of the sentence it was cut from.
+    statement = tidy_statement(c.statement) or c.statement
     return TaskDoc(
-        id=task_id(c.statement), status=status, statement=redact(c.statement, known).text, actor=c.actor,
+        id=task_id(statement), status=status, statement=redact(statement, known).text, actor=c.actor,
         dueHint=c.dueHint, session=ev.sessionId, evidence=quote.text, evidenceRedacted=quote.changed,
         confidence=c.confidence, created=created, closed=created if status == "done" else None,
         line=line, said=said,

@@ -104,7 +104,7 @@ class BatchOutcome:
     def row(self) -> dict[str, Any]:
         return {"batch": self.batch_id, "sessions": len(self.session_ids), "status": self.status,
                 "memories": self.memories, "linked": self.linked, "watermarked": self.watermarked,
-                "tasks proposed": self.tasks.get("proposed", 0), "seconds": self.seconds, "reason": self.reason}
+                "tasksProposed": self.tasks.get("proposed", 0), "seconds": self.seconds, "reason": self.reason}
 
 
 @dataclass
@@ -510,7 +510,6 @@ def _report(run_id: str, run_dir: Path, db: Path, opts: NightlyOptions, say: Say
     cutover = opts.cutover or os.environ.get("PIPELINE_CUTOVER")
     if not cutover:
         # Without a deployment date every call counts as "before": rates and causes are still shown.
-        cutover = run_dir.parent.name
         note = ("no cutover configured, so every call counts as before it; pass --cutover DATE "
                 "(or set PIPELINE_CUTOVER) to compare cached-token rates before and after anchoring")
     if CACHE_NOTEBOOK.exists():
@@ -528,7 +527,7 @@ def _report(run_id: str, run_dir: Path, db: Path, opts: NightlyOptions, say: Say
     from pipeline.nightly import report as night_report
 
     try:
-        html = night_report.write(run_id, run_dir, db, note=note)
+        html = night_report.write(run_id, run_dir, db, note=note, corpus=opts.corpus)
     except ReportError as exc:
         say(f"report: {exc}")
         return None, f"{note + '; ' if note else ''}{exc}"
@@ -536,8 +535,9 @@ def _report(run_id: str, run_dir: Path, db: Path, opts: NightlyOptions, say: Say
     return html, note
 
 
-def cache_command(cache_dir: Path, db: Path, cutover: str) -> list[str]:
-    """The cache-anchoring notebook over the warehouse, writing its plots and metrics to `cache_dir`."""
+def cache_command(cache_dir: Path, db: Path, cutover: str | None) -> list[str]:
+    """The cache-anchoring notebook over the warehouse, writing its plots and metrics to `cache_dir`; with no
+    cutover (None) every call counts as before it, and nothing marks a deployment day."""
     return papermill_command(CACHE_NOTEBOOK, cache_dir / "cache_anchoring.ipynb",
                              {"db": str(db.absolute()), "out_dir": str(cache_dir.absolute()), "cutover": cutover},
                              cwd=REPO)

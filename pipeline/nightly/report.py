@@ -1,7 +1,15 @@
-"""The night's report: what each batch did, what landed, what is still pending, and what it cost.
+"""The night's report: a review page for the person who decides, each morning, what to keep.
 
-`tables()` computes everything from the warehouse (read-only) and the run folder; the report
-notebook shows those tables, and `write()` executes it and converts it to one HTML page.
+For every memory written or linked tonight it shows the kind, claim and gist and each evidence
+quote in its transcript context (`pipeline.nightly.evidence`), with the command that takes the
+memory back; for every task waiting for review, its statement, actor, due day and quote in context,
+with the commands that confirm or reject it; then what was not written and why, the batches, the
+sessions read, what is still pending, and the prompt-cache analysis.
+
+`tables()` and `review()` compute everything from the warehouse (read-only), the run folder and the
+corpus; the report notebook shows them, and `write()` executes it and converts it to one HTML page
+that needs nothing from the network (no scripts, fonts or styles from elsewhere). Every piece of
+text on the page passes through the redaction of `pipeline.redact`.
 
 The report is the last thing a night writes, so it has its own gate: the sessions of the night's
 batches are scanned for secrets again, every text the report shows is scrubbed against them
@@ -11,8 +19,11 @@ checks the finished page once more.
 
 from __future__ import annotations
 
+import datetime as dt
+import html
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +32,22 @@ import polars as pl
 from pipeline import config
 from pipeline.consolidator import pending
 from pipeline.consolidator.batch_secrets import scan_sessions, scan_warehouse
+from pipeline.corpus import apply as apply_mod
+from pipeline.corpus import tasks as tasks_mod
+from pipeline.corpus.git_corpus import Corpus
 from pipeline.display import plain
 from pipeline.errors import ReportError
+from pipeline.nightly.evidence import EvidenceView, evidence_html, evidence_view
 from pipeline.nightly.kernels import papermill_command, run_papermill
+from pipeline.redact import redacted
 from pipeline.secret_gate import SecretSet
 from pipeline.warehouse import db as warehouse
 
 REPO = config.REPO
 NOTEBOOK = config.NOTEBOOKS / "night_report.ipynb"
+# nbconvert's own templates load require.js and MathJax from a CDN; this one leaves every script out.
+TEMPLATES = config.NOTEBOOKS / "templates"
+TEMPLATE = "offline"
 
 
 def _cost(model: str | None, prompt: int | None, cached: int | None, completion: int | None) -> float | None:
@@ -62,22 +81,27 @@ def _scrubbed(frame: pl.DataFrame, known: SecretSet) -> pl.DataFrame:
 
 
 def tables(db: str | Path, run_id: str, run_dir: str | Path) -> dict[str, Any]:
+    """The run, its totals, its batches, the sessions read tonight and those still pending."""
     run_dir = Path(run_dir)
     with warehouse.reading(db) as con:
         known = night_secrets(con, run_id)
         batches = warehouse.frame(con, "SELECT batch_id, status, reason, len(sessions) AS sessions, artifact_dir, details "
                                 "FROM batches WHERE run_id = ? ORDER BY batch_id", [run_id])
-        memories = warehouse.frame(con, "SELECT memory_id, kind, claim, path FROM memories WHERE run_id = ? ORDER BY path", [run_id])
         # sum() of BIGINT is a 128-bit integer, which reaches Python as a Decimal: keep plain integers.
         calls = warehouse.frame(con, "SELECT batch_id, any_value(model) AS model, count(*) AS calls, "
                               "sum(prompt_tokens)::BIGINT AS prompt, sum(cached_tokens)::BIGINT AS cached, "
                               "sum(completion_tokens)::BIGINT AS completion "
                               "FROM llm_calls WHERE source = 'consolidator' AND run_id = ? GROUP BY batch_id", [run_id])
-        wm = warehouse.frame(con, "SELECT session_id, line_count FROM watermarks WHERE run_id = ? ORDER BY session_id", [run_id])
-        tasks_all = warehouse.frame(con, "SELECT task_id, status, actor, statement, due_hint FROM tasks ORDER BY status, task_id")
-        run = warehouse.frame(con, "SELECT engine, model, status, started_at, finished_at FROM runs WHERE run_id = ?", [run_id])
-        still_pending = pending.pending_ids(con)
+        read = warehouse.frame(con, "SELECT w.session_id, s.slug AS project, w.line_count AS lines, "
+                                    "strftime(s.first_at, '%Y-%m-%d %H:%M') AS \"from (UTC)\", "
+                                    "strftime(s.last_at, '%Y-%m-%d %H:%M') AS \"to (UTC)\" "
+                                    "FROM watermarks w LEFT JOIN sessions s USING (session_id) WHERE w.run_id = ? "
+                                    "ORDER BY s.slug, s.first_at, w.session_id", [run_id])
+        run = warehouse.frame(con, "SELECT engine, model, status, started_at, finished_at, details FROM runs WHERE run_id = ?",
+                       [run_id])
+        still = pending.pending_sessions(con)
     by_batch = {r["batch_id"]: r for r in calls.iter_rows(named=True)}
+    uses_model = bool(by_batch)
     rows = []
     for b in batches.iter_rows(named=True):
         d = json.loads(b["details"]) if b["details"] else {}
@@ -85,49 +109,325 @@ def tables(db: str | Path, run_id: str, run_dir: str | Path) -> dict[str, Any]:
         run_json = Path(b["artifact_dir"] or "") / "run.json"
         rj = json.loads(run_json.read_text()) if run_json.exists() else {}
         prompt, cached, completion = c.get("prompt"), c.get("cached"), c.get("completion")
-        rows.append({
-            "batch": b["batch_id"], "status": b["status"], "sessions": b["sessions"],
+        row: dict[str, Any] = {
+            "batch": b["batch_id"], "status": b["status"], "outcome": rj.get("outcome"), "sessions": b["sessions"],
             "memories": len(d.get("memoriesWritten", [])), "linked": len(d.get("memoriesLinked", [])),
-            "tasks proposed": (d.get("tasks") or {}).get("proposed", 0), "watermarked": len(d.get("watermarked", [])),
-            "outcome": rj.get("outcome"), "model calls": c.get("calls", 0), "prompt tokens": prompt,
-            "cached share": round(cached / prompt, 3) if prompt and cached is not None else None,
-            "cost usd": _cost(c.get("model"), prompt, cached, completion),
-            "notebook": f"{b['batch_id']}/notebook.ipynb", "reason": b["reason"],
-        })
+            "not written": len(d.get("candidatesRefused", [])),
+            "tasks proposed": (d.get("tasks") or {}).get("proposed", 0), "sessions read": len(d.get("watermarked", [])),
+        }
+        if uses_model:
+            row.update({"model calls": c.get("calls", 0), "prompt tokens": prompt,
+                        "cached share": round(cached / prompt, 3) if prompt and cached is not None else None,
+                        "cost usd": _cost(c.get("model"), prompt, cached, completion)})
+        row.update({"notebook": f"{b['batch_id']}/notebook.ipynb", "reason": b["reason"]})
+        rows.append(row)
     batch_table = pl.DataFrame(rows) if rows else pl.DataFrame(schema={"batch": pl.String, "status": pl.String})
     tokens = {k: sum((r.get(k) or 0) for r in by_batch.values()) for k in ("prompt", "cached", "completion")}
     costs = [r["cost usd"] for r in rows if r.get("cost usd") is not None]
+    info = run.row(0, named=True) if run.height else {}
     totals = {
         "batches": len(rows), "applied": sum(r["status"] == "applied" for r in rows),
-        "failed": sum(r["status"] != "applied" for r in rows), "memories written": memories.height,
-        "tasks proposed": sum(r["tasks proposed"] for r in rows), "sessions watermarked": wm.height,
-        "sessions pending": len(still_pending), "prompt tokens": tokens["prompt"],
-        "cached share": round(tokens["cached"] / tokens["prompt"], 3) if tokens["prompt"] else None,
-        "cost usd": round(sum(costs), 4) if costs else 0.0,
+        "failed": sum(r["status"] != "applied" for r in rows),
+        "memories written": sum(r["memories"] for r in rows), "memories linked": sum(r["linked"] for r in rows),
+        "candidates not written": sum(r["not written"] for r in rows),
+        "tasks proposed": sum(r["tasks proposed"] for r in rows), "sessions read": read.height,
+        "sessions pending": len(still),
+        # the consolidator's own model only (transcripts' usage is in the cache analysis)
+        "consolidator model calls": sum(int(r.get("calls") or 0) for r in by_batch.values()),
+        "consolidator prompt tokens": tokens["prompt"] if uses_model else None,
+        "consolidator cached share": round(tokens["cached"] / tokens["prompt"], 3) if tokens["prompt"] else None,
+        "consolidator cost usd": round(sum(costs), 4) if costs else (None if uses_model else 0.0),
+        "engine": info.get("engine"),
         # What was masked, by kind and count only: a reviewer sees that secrets were there.
         "secrets masked": ", ".join(f"{kind} {n}" for kind, n in known.counts().items()) or "none",
     }
-    return {"run": _scrubbed(run, known), "totals": totals, "batches": _scrubbed(batch_table, known),
-            "memories": _scrubbed(memories, known),
-            "tasks": _scrubbed(tasks_all.filter(pl.col("status") == "proposed"), known), "watermarks": wm,
-            "pending": pl.DataFrame({"session_id": still_pending}, schema={"session_id": pl.String}),
+    run_table = run.drop("details") if run.height else run
+    return {"run": _scrubbed(run_table, known), "totals": totals, "batches": _scrubbed(batch_table, known),
+            "sessions": read,
+            "pending": pl.DataFrame([{"session_id": e["sessionId"], "project": e["slug"], "lines": e["lineCount"],
+                                      "new from line": e["newFromLine"]} for e in still],
+                                    schema={"session_id": pl.String, "project": pl.String, "lines": pl.Int64,
+                                            "new from line": pl.Int64}),
+            "day": (json.loads(info["details"]).get("day") if info.get("details") else None),
             "cache_dir": run_dir / "cache"}
 
 
-def html_table(frame: pl.DataFrame, *, empty: str, link: str | None = None) -> str:
-    """A table for people: text as it is (polars' own HTML quotes strings), blanks for nulls, times
-    in ISO 8601, and the `link` column, if any, as links (relative to the report)."""
+# -- the review: memories and tasks with their evidence ---------------------------------------------------
+@dataclass
+class MemoryItem:
+    memory_id: str
+    kind: str
+    claim: str
+    gist: str
+    how: str  # memory (written tonight) | link (tonight's evidence added to an earlier memory)
+    batch_id: str
+    sessions_total: int
+    kept: bool  # False when the memory has been taken back since
+    evidence: list[EvidenceView] = field(default_factory=list)
+
+
+@dataclass
+class TaskItem:
+    task_id: str
+    statement: str
+    actor: str
+    due_hint: str | None
+    confidence: float
+    created: str
+    evidence: EvidenceView
+
+
+@dataclass
+class RefusedItem:
+    batch_id: str
+    claim: str
+    problems: list[str]
+    kept_pending: list[str]
+
+
+@dataclass
+class Review:
+    memories: list[MemoryItem] = field(default_factory=list)
+    tasks: list[TaskItem] = field(default_factory=list)
+    refused: list[RefusedItem] = field(default_factory=list)
+
+
+def review(db: str | Path, run_id: str, corpus: str | Path | None = None) -> Review:
+    """What a reviewer acts on: the memories written or linked by this run's batches, each evidence quote in
+    its context; every task waiting for review with its quote in context; the candidates not written."""
+    out = Review()
+    repo = Corpus(config.corpus_path(corpus or None))
+    docs = apply_mod.existing_memories(repo) if (repo.git_dir / "HEAD").exists() else {}
+    by_id = {d.id: d for d in docs.values()}
+    with warehouse.reading(db) as con:
+        batches = con.execute("SELECT batch_id, artifact_dir, details FROM batches WHERE run_id = ? AND status = 'applied' "
+                              "ORDER BY batch_id", [run_id]).fetchall()
+        dropped = {r[0]: r[1] for r in con.execute("SELECT memory_id, claim FROM dropped_memories").fetchall()}
+        for batch_id, folder, details in batches:
+            d = json.loads(details) if details else {}
+            answer_file = Path(folder or "") / "answer.json"
+            answer = json.loads(answer_file.read_text(encoding="utf-8")) if answer_file.exists() else {}
+            candidates = answer.get("candidates") or []
+            for landed in d.get("candidatesLanded", []):
+                i, mid = landed["candidate"], landed["memoryId"]
+                cand = candidates[i] if i < len(candidates) else {}
+                doc = by_id.get(mid)
+                out.memories.append(MemoryItem(
+                    memory_id=mid, kind=doc.kind if doc else cand.get("kind", ""),
+                    claim=doc.claim if doc else dropped.get(mid, redacted(cand.get("claim", ""))),
+                    gist=doc.gist if doc else "", how=landed["as"], batch_id=batch_id,
+                    sessions_total=len(doc.sessions) if doc else 0, kept=doc is not None,
+                    evidence=[evidence_view(con, e["sessionId"], e["quote"]) for e in cand.get("evidence", [])],
+                ))
+            for r in d.get("candidatesRefused", []):
+                out.refused.append(RefusedItem(batch_id, r.get("claim", ""), list(r.get("problems", [])),
+                                               list(r.get("sessionsKeptPending", []))))
+        if (repo.git_dir / "HEAD").exists():
+            for _, t in tasks_mod.load_all(repo.root):
+                if t.status != "proposed":
+                    continue
+                # The task file keeps its quote (redacted) and, when it could be found, its line.
+                out.tasks.append(TaskItem(t.id, t.statement, t.actor, t.dueHint, t.confidence, t.created,
+                                          evidence_view(con, t.session, t.evidence, line_no=t.line)))
+    out.tasks.sort(key=lambda t: (t.created, t.task_id), reverse=True)
+    return out
+
+
+# -- HTML ---------------------------------------------------------------------------------------------------
+PAGE_CSS = """
+<style>
+:root { --ink: #1f2328; --muted: #59636e; --line: #d1d9e0; --card: #f6f8fa; --mark: #fff3b0; }
+body, .jp-Notebook { color: var(--ink); }
+main { max-width: 1180px; margin: 0 auto; }
+.jp-OutputArea-prompt, .jp-InputPrompt, .jp-OutputPrompt { display: none !important; }
+.jp-OutputArea-output, .jp-RenderedHTMLCommon { max-width: 100%; overflow-wrap: anywhere; }
+.jp-RenderedHTMLCommon table { display: table; table-layout: auto; width: auto; max-width: 100%;
+  border-collapse: collapse; margin: 0.4em 0 1em; font-size: 13px; }
+.jp-RenderedHTMLCommon th, .jp-RenderedHTMLCommon td { text-align: left !important; vertical-align: top;
+  padding: 3px 8px; border-bottom: 1px solid var(--line); max-width: 36em; overflow-wrap: anywhere; }
+.jp-RenderedHTMLCommon th { white-space: normal; font-weight: 600; }
+.jp-RenderedHTMLCommon td.num { text-align: right !important; white-space: nowrap; }
+.jp-RenderedHTMLCommon th.num { text-align: right !important; }
+code.id, .nowrap, code.cmd { white-space: nowrap; overflow-wrap: normal; word-break: keep-all; }
+code.cmd { display: inline-block; max-width: 100%; overflow-x: auto; vertical-align: bottom; }
+code.id, code.cmd { font-size: 12px; background: #eff1f3; padding: 0 3px; border-radius: 3px; }
+pre { white-space: pre-wrap !important; overflow-wrap: break-word !important; word-break: normal !important; max-width: 100%; }
+img { max-width: 100%; height: auto; }
+.card { border: 1px solid var(--line); border-radius: 6px; background: #fff; margin: 0 0 16px; padding: 10px 14px; }
+.card h3 { margin: 0.1em 0 0.4em; font-size: 16px; line-height: 1.35; }
+.card .meta { color: var(--muted); font-size: 12.5px; margin-bottom: 6px; }
+.card .gist { white-space: pre-wrap; margin: 0.3em 0 0.6em; }
+.badge { display: inline-block; font-size: 11.5px; padding: 0 6px; border-radius: 10px; background: #ddf4ff;
+  color: #0a3069; margin-right: 6px; white-space: nowrap; }
+.badge.link { background: #fbefff; color: #6e2a8c; } .badge.gone { background: #ffebe9; color: #82071e; }
+.badge.late { background: #ffebe9; color: #82071e; }
+.actions { margin-top: 8px; font-size: 12.5px; color: var(--muted); }
+.actions div { margin: 2px 0; }
+.evidence { border-left: 3px solid var(--line); background: var(--card); margin: 8px 0; padding: 6px 10px; }
+.evidence .where { font-size: 12px; color: var(--muted); margin-bottom: 4px; }
+.evidence ol.context { list-style: none; margin: 0; padding: 0; }
+.evidence li { display: grid; grid-template-columns: 3.2em 9.5em minmax(0, 1fr); column-gap: 8px; padding: 2px 0;
+  font-size: 12.5px; border-top: 1px dotted var(--line); }
+.evidence li:first-child { border-top: none; }
+.evidence li .ln { color: var(--muted); text-align: right; font-variant-numeric: tabular-nums; }
+.evidence li .who { color: var(--muted); overflow-wrap: anywhere; }
+.evidence li .text { white-space: pre-wrap; overflow-wrap: anywhere; font-family: var(--jp-code-font-family, monospace); }
+.evidence li.quote { background: #fffbe6; }
+.evidence mark { background: var(--mark); padding: 0 1px; }
+.evidence .more { font-size: 12px; color: var(--muted); margin-top: 4px; }
+ul.totals { margin: 0.2em 0 1em; padding-left: 1.2em; } ul.totals li { margin: 2px 0; }
+.problems { margin: 4px 0 0; padding-left: 1.2em; }
+</style>
+"""
+
+
+def page_css() -> str:
+    return PAGE_CSS
+
+
+def _e(text: object) -> str:
+    """Text for the page: secrets masked, then HTML-escaped."""
+    return html.escape(redacted("" if text is None else str(text)), quote=True)
+
+
+_NUMERIC = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64, pl.Float32, pl.Float64)
+
+
+def html_table(frame: pl.DataFrame, *, empty: str, link: str | None = None, ids: tuple[str, ...] = ()) -> str:
+    """A table for people: text as it is and left-aligned, numbers right-aligned, blanks for nulls, times in
+    ISO 8601, the `ids` columns (and the `link` column, as links relative to the report) unbroken."""
     if frame.is_empty():
-        return f"<p><em>{_esc(empty)}</em></p>"
-    head = "".join(f"<th>{_esc(c)}</th>" for c in frame.columns)
+        return f"<p><em>{_e(empty)}</em></p>"
+    numeric = {c for c, t in frame.schema.items() if isinstance(t, _NUMERIC) or t in _NUMERIC}
+    head = "".join(f'<th class="num">{_e(c)}</th>' if c in numeric else f"<th>{_e(c)}</th>" for c in frame.columns)
     body = []
     for row in frame.iter_rows(named=True):
         cells = []
         for col, value in row.items():
-            text = "" if value is None else _esc(str(plain(value)))
-            cells.append(f'<td><a href="{text}">{text}</a></td>' if col == link and text else f"<td>{text}</td>")
+            text = "" if value is None else _e(plain(value))
+            if col == link and text:  # the path is in the link; the row's id says which it is
+                cells.append(f'<td><a href="{text}">{_e(Path(text).name)}</a></td>')
+            elif col in ids and text:
+                cells.append(f'<td><code class="id">{text}</code></td>')
+            elif col in numeric:
+                cells.append(f'<td class="num">{text}</td>')
+            else:
+                cells.append(f"<td>{text}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def by_project_html(frame: pl.DataFrame, *, empty: str, ids: tuple[str, ...] = ("session_id",)) -> str:
+    """A table per project (its name said once, above its sessions), so long project names take no column."""
+    if frame.is_empty():
+        return f"<p><em>{_e(empty)}</em></p>"
+    out = []
+    for (project,), group in frame.group_by("project", maintain_order=True):
+        name = f'<code class="id">{_e(project)}</code>' if project else "no project"
+        out.append(f'<p class="project">project {name} · {group.height} session(s)</p>'
+                   + html_table(group.drop("project"), empty=empty, ids=ids))
+    return "".join(out)
+
+
+def header_html(run_id: str, t: dict[str, Any], note: str | None = None) -> str:
+    run = t["run"].row(0, named=True) if t["run"].height else {}
+    parts = [f'run <code class="id">{_e(run_id)}</code>']
+    if t.get("day"):
+        parts.append(f"night of {_e(t['day'])}")
+    if run:
+        parts.append(f"engine {_e(run.get('engine'))}" + (f" ({_e(run.get('model'))})" if run.get("model") else ""))
+        parts.append(f"status {_e(run.get('status'))}")
+        if run.get("started_at"):
+            parts.append(f'<span class="nowrap">{_e(plain(run["started_at"]))}</span> → '
+                         f'<span class="nowrap">{_e(plain(run.get("finished_at")) or "…")}</span>')
+    out = f"<p>{' · '.join(parts)}</p>"
+    if note:
+        out += f"<p><em>{_e(note)}</em></p>"
+    return out
+
+
+def totals_html(totals: dict[str, Any]) -> str:
+    """The night in a few lines; the model figures say they are the consolidator's own, not the transcripts'."""
+    n = totals
+    items = [
+        f"{n['batches']} batch(es): {n['applied']} applied, {n['failed']} not applied",
+        f"{n['memories written']} memories written, {n['memories linked']} linked to earlier memories, "
+        f"{n['candidates not written']} candidate(s) not written",
+        f"{n['tasks proposed']} task(s) proposed tonight",
+        f"{n['sessions read']} session(s) read and watermarked; {n['sessions pending']} still pending",
+    ]
+    if n["consolidator model calls"]:
+        share = n["consolidator cached share"]
+        cost = n["consolidator cost usd"]
+        items.append(
+            f"The consolidator's own model (not the transcripts' usage, which the prompt-cache section covers): "
+            f"{n['consolidator model calls']} call(s), {n['consolidator prompt tokens'] or 0:,} prompt tokens"
+            + (f", {share:.1%} read from cache" if share is not None else "")
+            + (f", about ${cost:,.4f} at list prices" if cost is not None else ", cost unknown (model not in the price list)"))
+    else:
+        items.append("The consolidator's own model: none used tonight"
+                     + (" (the offline rules engine)" if n.get("engine") == "rules" else "")
+                     + ", so no tokens and no cost; the transcripts' own token usage is in the prompt-cache section.")
+    return '<ul class="totals">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+
+
+def _drop_command(memory_id: str) -> str:
+    return f'pipeline memories drop {memory_id} --why "…"'
+
+
+def memory_cards(rv: Review) -> str:
+    if not rv.memories:
+        return "<p><em>No memory was written or linked tonight.</em></p>"
+    cards = []
+    for m in rv.memories:
+        badges = f'<span class="badge">{_e(m.kind)}</span>'
+        badges += ('<span class="badge link">linked: tonight\'s evidence added to an earlier memory</span>'
+                   if m.how == "link" else '<span class="badge">new tonight</span>')
+        if not m.kept:
+            badges += '<span class="badge gone">taken back since</span>'
+        meta = (f'<code class="id">{_e(m.memory_id)}</code> · batch <code class="id">{_e(m.batch_id)}</code>'
+                + (f" · {m.sessions_total} session(s) in all" if m.kept else ""))
+        gist = f'<div class="gist">{_e(m.gist)}</div>' if m.gist else ""
+        evidence = "".join(evidence_html(v) for v in m.evidence)
+        action = (f'<div>take it back: <code class="cmd">{_e(_drop_command(m.memory_id))}</code></div>' if m.kept
+                  else '<div>already taken back (<code class="cmd">pipeline memories --all</code>)</div>')
+        cards.append(f'<div class="card memory" id="{_e(m.memory_id)}"><div class="meta">{badges}</div>'
+                     f"<h3>{_e(m.claim)}</h3><div class=\"meta\">{meta}</div>{gist}"
+                     f'<div class="meta">evidence ({len(m.evidence)} quote(s), each in its context):</div>{evidence}'
+                     f'<div class="actions">{action}</div></div>')
+    return "".join(cards)
+
+
+def task_cards(rv: Review, today: str | None = None) -> str:
+    if not rv.tasks:
+        return "<p><em>No task is waiting for review.</em></p>"
+    today = today or dt.datetime.now(dt.UTC).date().isoformat()
+    cards = []
+    for t in rv.tasks:
+        badges = f'<span class="badge">{_e(t.actor)}</span>'
+        if t.due_hint:
+            late = t.due_hint < today
+            badges += f'<span class="badge{" late" if late else ""}">due {_e(t.due_hint)}{" (overdue)" if late else ""}</span>'
+        meta = (f'<code class="id">{_e(t.task_id)}</code> · proposed {_e(t.created)} · confidence {t.confidence:.2f}')
+        actions = (f'<div>keep it: <code class="cmd">pipeline tasks confirm {_e(t.task_id)}</code></div>'
+                   f'<div>not a task: <code class="cmd">pipeline tasks reject {_e(t.task_id)}</code></div>')
+        cards.append(f'<div class="card task" id="{_e(t.task_id)}"><div class="meta">{badges}</div>'
+                     f'<h3>{_e(t.statement)}</h3><div class="meta">{meta}</div>{evidence_html(t.evidence)}'
+                     f'<div class="actions">{actions}</div></div>')
+    return "".join(cards)
+
+
+def refused_html(rv: Review) -> str:
+    if not rv.refused:
+        return "<p><em>Every candidate of tonight's answers was written or linked.</em></p>"
+    items = []
+    for r in rv.refused:
+        held = ", ".join(f'<code class="id">{_e(s)}</code>' for s in r.kept_pending)
+        pending_note = f" Its sessions stay pending (read again next night): {held}." if held else ""
+        problems = "".join(f"<li>{_e(p)}</li>" for p in r.problems)
+        items.append(f'<div class="card refused"><h3>{_e(r.claim)}</h3><div class="meta">batch '
+                     f'<code class="id">{_e(r.batch_id)}</code>.{pending_note}</div><ul class="problems">{problems}</ul></div>')
+    return "".join(items)
 
 
 def cache_summary(metrics_file: str | Path) -> str:
@@ -140,21 +440,20 @@ def cache_summary(metrics_file: str | Path) -> str:
     try:
         report = CacheReport.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        return f"_The cache metrics in {path.name} could not be read: {_esc(str(exc)[:200])}_"
-    return f"```\n{render_table(report)}\n```\n\nEvery figure: [{path.parent.name}/{path.name}]({path.parent.name}/{path.name})"
+        return f"_The cache metrics in {path.name} could not be read: {_e(str(exc)[:200])}_"
+    return (f"```\n{redacted(render_table(report))}\n```\n\n"
+            f"Every figure: [{path.parent.name}/{path.name}]({path.parent.name}/{path.name})")
 
 
-def _esc(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-def write(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None = None) -> Path:
-    """Execute the report notebook into the run folder and convert it to `report.html`."""
+def write(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None = None,
+          corpus: str | Path | None = None) -> Path:
+    """Execute the report notebook into the run folder and convert it to `report.html` (no external assets)."""
     run_dir = Path(run_dir).absolute()
     run_dir.mkdir(parents=True, exist_ok=True)
     executed = run_dir / "night_report.ipynb"
-    _run(report_command(run_id, run_dir, db, note=note), "the report notebook")
-    _run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input", str(executed),
+    _run(report_command(run_id, run_dir, db, note=note, corpus=corpus), "the report notebook")
+    _run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input",
+          f"--TemplateExporter.extra_template_basedirs={TEMPLATES}", "--template", TEMPLATE, str(executed),
           "--output", "report", "--output-dir", str(run_dir)], "nbconvert")
     html = run_dir / "report.html"
     with warehouse.reading(db) as con:
@@ -177,12 +476,15 @@ def gate_file(path: Path, known: SecretSet) -> bool:
     return True
 
 
-def report_command(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None = None) -> list[str]:
+def report_command(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None = None,
+                   corpus: str | Path | None = None) -> list[str]:
     """The report notebook's command line: executed into `<run_dir>/night_report.ipynb`."""
     run_dir = Path(run_dir).absolute()
-    return papermill_command(NOTEBOOK, run_dir / "night_report.ipynb",
-                             {"db": str(Path(db).absolute()), "run_id": run_id, "run_dir": str(run_dir),
-                              "note": note or ""}, cwd=REPO)
+    params: dict[str, str] = {"db": str(Path(db).absolute()), "run_id": run_id, "run_dir": str(run_dir),
+                              "note": note or ""}
+    if corpus:
+        params["corpus"] = str(Path(corpus).absolute())
+    return papermill_command(NOTEBOOK, run_dir / "night_report.ipynb", params, cwd=REPO)
 
 
 def _run(cmd: list[str], what: str) -> None:

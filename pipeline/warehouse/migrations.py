@@ -214,6 +214,19 @@ def _messages_is_prompt(con: duckdb.DuckDBPyConnection) -> None:
     pass
 
 
+@step("007_dropped_memories")
+def _dropped_memories(con: duckdb.DuckDBPyConnection) -> None:
+    # Memories a reviewer took back (`pipeline memories drop`), mirrored from the corpus's drop: commits.
+    con.execute(
+        """
+        CREATE TABLE dropped_memories (
+            memory_id VARCHAR PRIMARY KEY, kind VARCHAR, claim VARCHAR NOT NULL, why VARCHAR,
+            path VARCHAR, "commit" VARCHAR
+        )
+        """
+    )
+
+
 # -- applying the steps --------------------------------------------------------------------------------
 
 

@@ -148,3 +148,14 @@ def test_sessions_flag_naming_unknown_or_no_session_is_a_usage_error(tmp_path, w
     assert main(["check-answer", str(answer), "--sessions", "no-such-session", "--db", str(wh)]) == 2
     assert "does not have: no-such-session" in capsys.readouterr().err
     assert main(["check-answer", str(answer), "--sessions", "", "--db", str(wh)]) == 2
+
+
+def test_json_flag_is_accepted_and_changes_nothing(wh: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = f"{A1},{A2},{A3},{X1}"
+    plain = check(capsys, tmp_path, valid(), "--sessions", ids, "--db", str(wh))
+    assert check(capsys, tmp_path, valid(), "--sessions", ids, "--db", str(wh), "--json") == plain == (0, {"accepted": True})
+    # an error is the same single document with or without the flag
+    for extra in ((), ("--json",)):
+        capsys.readouterr()
+        code = main(["check-answer", str(tmp_path / "none.json"), "--sessions", A1, "--db", str(wh), *extra])
+        assert code == 2 and json.loads(capsys.readouterr().out)["exitCode"] == 2

@@ -601,3 +601,47 @@ def test_tool_schemas_are_fresh_copies() -> None:
     first = tool_schemas()
     first[0]["function"]["name"] = "changed"
     assert tool_schemas()[0]["function"]["name"] == "list_sessions"
+
+
+# --- what used to show only when apply wrote the memory file ------------------------------------
+
+
+@pytest.mark.parametrize("field", ["claim", "gist"])
+def test_a_claim_or_gist_repeating_an_evidence_quote_is_refused(field: str) -> None:
+    answer = good_answer()
+    answer["candidates"][0][field] = "Installs fail with: pnpm install --no-frozen-lockfile, every time."
+    result = check_answer(answer, BATCH, index())
+    assert not result.accepted
+    [problem] = result.problems
+    assert problem.path == f"candidates[0].{field}" and "repeats an evidence quote word for word" in problem.reason
+
+
+def test_an_entity_repeating_a_quote_is_refused_and_a_short_common_phrase_is_not() -> None:
+    answer = good_answer()
+    answer["candidates"][0]["entities"] = [{"type": "command", "name": "pnpm install --no-frozen-lockfile"}]
+    assert [p.path for p in check_answer(answer, BATCH, index()).problems] == ["candidates[0].entities[0].name"]
+    answer = good_answer()
+    answer["candidates"][0]["evidence"][1]["quote"] = "--no-frozen-lockfile"  # 20 chars, long enough to count
+    answer["candidates"][0]["gist"] = "It passed with pnpm install --no-frozen-lockfile."
+    assert not check_answer(answer, BATCH, index()).accepted
+    answer["candidates"][0]["evidence"][1]["quote"] = "pnpm install"  # 12 chars: a common phrase
+    answer["candidates"][0]["gist"] = "Run pnpm install without the frozen lockfile."
+    assert check_answer(answer, BATCH, index()).accepted
+
+
+def test_limits_hold_once_secrets_are_masked() -> None:
+    answer = good_answer()
+    email = "ana@example.com"  # 15 characters, masked as [REDACTED:email] (16)
+    answer["candidates"][0]["claim"] = ("x" * (MAX_CLAIM_CHARS - len(email) - 1)) + " " + email
+    assert len(answer["candidates"][0]["claim"]) == MAX_CLAIM_CHARS
+    result = check_answer(answer, BATCH, index())
+    assert [p.path for p in result.problems] == ["candidates[0].claim"]
+    assert "once the secrets in it are masked" in result.problems[0].reason
+
+
+def test_text_that_is_not_valid_unicode_is_refused() -> None:
+    answer = good_answer()
+    answer["candidates"][0]["gist"] = "broken \ud800 text"
+    result = check_answer(json.dumps(answer), BATCH, index())
+    assert [p.path for p in result.problems] == ["candidates[0].gist"]
+    assert "not valid Unicode" in result.problems[0].reason

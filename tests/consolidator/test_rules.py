@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline.consolidator.artifact import Budgets
 from pipeline.consolidator.batch_input import BatchInput, snapshot
-from pipeline.consolidator.commitments import Message, find_commitments, sentences
+from pipeline.consolidator.commitments import Message, find_commitments, sentences, tidy_statement
 from pipeline.consolidator.context import BatchContext, Recorder
 from pipeline.consolidator.contract import check_answer
 from pipeline.consolidator.error_shapes import (
@@ -333,3 +335,28 @@ def test_a_grown_session_reports_old_commitments_only_when_newly_resolved() -> N
 def test_statements_are_retold_in_the_third_person() -> None:
     [found] = build_answer([], said(("user", "I'll restart the container myself and tell you when it's up later.")), ["s1"])["commitments"]
     assert found["statement"] == "The user will restart the container themselves and tell the agent when it's up later."
+
+
+@pytest.mark.parametrize(("raw", "tidy"), [
+    ("The agent will refactor `process_zip_contents()`:.", "The agent will refactor `process_zip_contents()`"),
+    ("The user will bump the CI image tomorrow, remind me.", "The user will bump the CI image tomorrow."),
+    ("The user will call the vendor (remind me later)", "The user will call the vendor."),
+    ("The user will help troubleshoot\".", "The user will help troubleshoot."),
+    ("The agent will mark the ambiguities for follow-up.\"}].", "The agent will mark the ambiguities for follow-up."),
+    ("The user will ask Dana to remind me.", "The user will ask Dana to remind me."),  # the reminder is the work
+    ("The agent will run `make test` before merging", "The agent will run `make test` before merging."),
+])
+def test_statements_lose_the_leftovers_of_their_sentence(raw: str, tidy: str) -> None:
+    assert tidy_statement(raw) == tidy
+
+
+@given(st.lists(st.sampled_from([*"ab (){}[]`\"',.;:!-", "\u2014", "remind me", " and ", "please"]), max_size=20))
+def test_tidying_a_statement_twice_changes_nothing(parts: list[str]) -> None:
+    once = tidy_statement("The user will " + "".join(parts))
+    assert tidy_statement(once) == once
+    assert not once.endswith((",", ";", ":", "-", ":.", ",."))
+
+
+def test_a_rules_statement_ending_in_code_keeps_it_whole() -> None:
+    [found] = build_answer([], said(("user", "I'll rename `process_zip_contents()` tomorrow:")), ["s1"])["commitments"]
+    assert found["statement"] == "The user will rename `process_zip_contents()` tomorrow."

@@ -53,8 +53,10 @@ def commands(tmp: Path) -> list[tuple[Path, list[str], dict[str, Parameter]]]:
         (driver.CONSOLIDATE_NOTEBOOK, driver._papermill_cmd(batch, "rules", wh, opts), batch_params),
         (driver.CACHE_NOTEBOOK, driver.cache_command(cache_dir, wh, "2026-10-20"),
          {"db": str(wh), "out_dir": str(cache_dir), "cutover": "2026-10-20"}),
-        (report.NOTEBOOK, report.report_command("12345", tmp, wh, note="True"),
-         {"db": str(wh), "run_id": "12345", "run_dir": str(tmp), "note": "True"}),
+        (report.NOTEBOOK, report.report_command("12345", tmp, wh, note="True", corpus=tmp / "corpus"),
+         {"db": str(wh), "run_id": "12345", "run_dir": str(tmp), "note": "True", "corpus": str(tmp / "corpus")}),
+        (driver.CACHE_NOTEBOOK, driver.cache_command(cache_dir, wh, None),  # no cutover configured
+         {"db": str(wh), "out_dir": str(cache_dir), "cutover": None}),
     ]
 
 

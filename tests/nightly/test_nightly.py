@@ -19,7 +19,7 @@ from pipeline.errors import LockedError
 from pipeline.nightly import planner
 from pipeline.nightly.lock import NightlyLock, lock_path
 from pipeline.warehouse import db
-from tests.helpers import REPO, SAMPLES, write_jsonl
+from tests.helpers import REPO, SAMPLES, not_camel_case, write_jsonl
 
 pytestmark = pytest.mark.slow
 
@@ -69,6 +69,7 @@ def reference(tmp_path_factory) -> dict:
 def test_reference_night_lands_everything_and_reports(reference) -> None:
     result, tmp = reference["result"], reference["dir"]
     assert all(b["status"] == "applied" for b in result["batches"]) and len(result["batches"]) >= 2
+    assert not_camel_case(result) == []  # "tasks proposed" was the one key with a space
     run_dir = Path(result["runDir"])
     report = (run_dir / "report.html").read_text()
     for b in result["batches"]:

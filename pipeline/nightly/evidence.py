@@ -1,0 +1,182 @@
+"""An evidence quote in its transcript context, as the night report shows it to a reviewer.
+
+The quote's line is found the way the contract verifies quotes (`pipeline.consolidator.quotes`); the
+lines around it are shown as readable message text (`pipeline.warehouse.readable`): who spoke, which
+tool was called with what, what it returned. Every piece of transcript text is redacted before it
+is shown, and the quote is highlighted where it sits. Long texts are cut around the quote.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+
+import duckdb
+
+from pipeline.consolidator.quotes import WarehouseQuotes
+from pipeline.redact import redacted
+from pipeline.warehouse.readable import Entry, line_time, readable
+
+__all__ = ["EvidenceView", "Shown", "evidence_html", "evidence_view"]
+
+CONTEXT_BEFORE = 2  # readable entries shown before the quote's line
+CONTEXT_AFTER = 2  # and after it
+SCAN_LINES = 40  # how far from the quote's line to look for them
+CONTEXT_CHARS = 360  # a context entry longer than this is cut
+QUOTE_SIDE_CHARS = 280  # text kept on either side of the quote on its own line
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One readable entry as the page shows it: redacted text, split around the highlighted quote."""
+
+    line_no: int
+    label: str
+    before: str
+    mark: str = ""
+    after: str = ""
+    kind: str = "message"
+
+    @property
+    def is_quote(self) -> bool:
+        return bool(self.mark)
+
+
+@dataclass
+class EvidenceView:
+    session_id: str
+    quote: str  # redacted
+    slug: str | None = None
+    line_no: int | None = None
+    at: str | None = None
+    shown: list[Shown] = field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        return self.line_no is not None
+
+    @property
+    def read_command(self) -> str | None:
+        if self.line_no is None:
+            return None
+        return f"pipeline read {self.session_id} {max(1, self.line_no - 5)} {self.line_no + 5}"
+
+
+def _cut(text: str, limit: int = CONTEXT_CHARS) -> str:
+    text = text.strip("\n")
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _variants(quote: str) -> list[str]:
+    """The quote as written, and as it reads once JSON escapes are decoded (a quote may be given either way)."""
+    out = [quote]
+    try:
+        decoded = json.loads(f'"{quote}"')
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, str) and decoded != quote:
+        out.append(decoded)
+    return out
+
+
+def _highlight(line_no: int, entry: Entry, quote: str) -> Shown | None:
+    text = redacted(entry.text)
+    for variant in _variants(quote):
+        mark = redacted(variant)
+        at = text.find(mark)
+        if at >= 0 and mark:
+            before, after = text[:at], text[at + len(mark):]
+            if len(before) > QUOTE_SIDE_CHARS:
+                before = "…" + before[-QUOTE_SIDE_CHARS:]
+            if len(after) > QUOTE_SIDE_CHARS:
+                after = after[:QUOTE_SIDE_CHARS] + "…"
+            return Shown(line_no, entry.label, before, mark, after, entry.kind)
+    return None
+
+
+def _context(rows: dict[int, str], fmt: str | None, lines: range, want: int, *, newest_first: bool) -> list[Shown]:
+    found: list[Shown] = []
+    for n in lines:
+        if n not in rows:
+            continue
+        entries = [e for e in readable(rows[n], fmt) if not e.echo and e.text.strip()]
+        shown = [Shown(n, e.label, _cut(redacted(e.text)), kind=e.kind) for e in entries]
+        found.extend(reversed(shown) if newest_first else shown)
+        if len(found) >= want:
+            break
+    found = found[:want]
+    return list(reversed(found)) if newest_first else found
+
+
+def evidence_view(con: duckdb.DuckDBPyConnection, session_id: str, quote: str, *, line_no: int | None = None) -> EvidenceView:
+    """Where `quote` sits in `session_id`, with a few readable entries before and after it."""
+    view = EvidenceView(session_id, redacted(quote))
+    meta = con.execute("SELECT format, slug FROM sessions WHERE session_id = ?", [session_id]).fetchone()
+    if meta is None:
+        return view
+    fmt, view.slug = meta[0], meta[1]
+    if line_no is None:
+        found = WarehouseQuotes(con).lines_with(session_id, quote, 1)
+        line_no = found[0] if found else None
+    if line_no is None:
+        return view
+    rows = dict(con.execute(
+        "SELECT line_no, text FROM lines WHERE session_id = ? AND line_no BETWEEN ? AND ? ORDER BY line_no",
+        [session_id, line_no - SCAN_LINES, line_no + SCAN_LINES],
+    ).fetchall())
+    text = rows.get(line_no)
+    if text is None:
+        return view
+    view.line_no, view.at = line_no, line_time(text)
+    entries = readable(text, fmt)
+    here: list[Shown] = []
+    hit = None
+    # The quote's own line: every entry, the one holding the quote highlighted (an echo only if nothing else has it).
+    for entry in sorted(entries, key=lambda e: e.echo):
+        if hit is None:
+            hit = _highlight(line_no, entry, quote)
+            if hit is not None:
+                here.append(hit)
+                continue
+        if not entry.echo and entry.text.strip():
+            here.append(Shown(line_no, entry.label, _cut(redacted(entry.text)), kind=entry.kind))
+    if hit is None:
+        # The quote spans the line's JSON (keys, escapes): show that stretch of the raw line.
+        hit = _highlight(line_no, Entry("raw line", text, "other"), quote) or Shown(
+            line_no, "raw line", _cut(redacted(text)), kind="other")
+        here.insert(0, hit)
+    view.shown = (
+        _context(rows, fmt, range(line_no - 1, line_no - SCAN_LINES - 1, -1), CONTEXT_BEFORE, newest_first=True)
+        + here
+        + _context(rows, fmt, range(line_no + 1, line_no + SCAN_LINES + 1), CONTEXT_AFTER, newest_first=False)
+    )
+    return view
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def evidence_html(view: EvidenceView) -> str:
+    """The view as an HTML block (every text escaped; styles come with the report's page CSS)."""
+    where = [f'session <code class="id">{_e(view.session_id)}</code>']
+    if view.slug:
+        where.append(f'project <code class="id">{_e(view.slug)}</code>')
+    if view.line_no is not None:
+        where.append(f"line {view.line_no}")
+    if view.at:
+        where.append(f'<span class="nowrap">{_e(view.at)}</span>')
+    head = f'<div class="where">{" · ".join(where)}</div>'
+    if not view.found:
+        return (f'<div class="evidence">{head}<p class="missing">This quote is no longer found in the warehouse: '
+                f'<q>{_e(view.quote)}</q></p></div>')
+    items = []
+    for s in view.shown:
+        body = _e(s.before) + (f"<mark>{_e(s.mark)}</mark>{_e(s.after)}" if s.is_quote else "")
+        cls = "quote" if s.is_quote else "ctx"
+        items.append(f'<li class="{cls} {_e(s.kind.replace(" ", "-"))}"><span class="ln">{s.line_no}</span>'
+                     f'<span class="who">{_e(s.label)}</span><span class="text">{body}</span></li>')
+    more = (f'<div class="more">more of the transcript: <code class="cmd">{_e(view.read_command)}</code></div>'
+            if view.read_command else "")
+    return f'<div class="evidence">{head}<ol class="context">{"".join(items)}</ol>{more}</div>'
