@@ -276,7 +276,9 @@ def _finish_run(db: Path, result: NightResult, t0: float, *, reporting: bool = F
 def _stop(db: Path, run_id: str, status: str, reason: str) -> None:
     """Record why this run stopped early (best effort: the warehouse may be what failed)."""
     now = dt.datetime.now(dt.UTC)
-    with contextlib.suppress(Exception), warehouse.writing(db) as con:  # the original error is what the user must see
+    # The original error is what the user must see. No waiting for the write lock: when another
+    # command holds it (or this run gave up waiting for it), the next night marks this run interrupted.
+    with contextlib.suppress(Exception), warehouse.writing(db, wait=0) as con:
         con.execute(
             "UPDATE runs SET status = ?, finished_at = ?, details = json_merge_patch(coalesce(details, '{}'), ?) "
             "WHERE run_id = ? AND status IN ('running', 'reporting')",
