@@ -240,7 +240,7 @@ _PLUGINS: tuple[tuple[str, BasePlugin, _Hint], ...] = (
     ("mailchimp-key", MailchimpDetector(), _hint(r"-us\d")),
     ("npm-token", NpmDetector(), _hint(r"_authToken")),
     ("openai-key", OpenAIDetector(), _hint(r"T3BlbkFJ")),
-    ("private-key", PrivateKeyDetector(), _hint(r"BEGIN|PuTTY-User-Key-File")),
+    ("private-key", PrivateKeyDetector(), _hint(r"(?:BEGIN|PuTTY-User-Key-File)")),
     ("pypi-token", PypiTokenDetector(), _hint(r"pypi-AgE")),
     ("sendgrid-key", SendGridDetector(), _hint(r"SG\.")),
     ("slack-token", SlackDetector(), _hint(lower=("xox", "hooks.slack.com"))),
