@@ -28,7 +28,9 @@ import json
 import math
 import re
 import string
-from collections.abc import Iterable, Iterator
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +67,7 @@ __all__ = [
     "KINDS",
     "MASK",
     "Secret",
+    "SecretsSummary",
     "Span",
     "detect",
     "line_secrets",
@@ -72,6 +75,7 @@ __all__ = [
     "mask_window",
     "render",
     "spans",
+    "summarise_lines",
 ]
 
 MASK = "[REDACTED:{kind}]"
@@ -240,7 +244,7 @@ _PLUGINS: tuple[tuple[str, BasePlugin, _Hint], ...] = (
     ("mailchimp-key", MailchimpDetector(), _hint(r"-us\d")),
     ("npm-token", NpmDetector(), _hint(r"_authToken")),
     ("openai-key", OpenAIDetector(), _hint(r"T3BlbkFJ")),
-    ("private-key", PrivateKeyDetector(), _hint(r"BEGIN|PuTTY-User-Key-File")),
+    ("private-key", PrivateKeyDetector(), _hint(r"(?:BEGIN|PuTTY-User-Key-File)")),
     ("pypi-token", PypiTokenDetector(), _hint(r"pypi-AgE")),
     ("sendgrid-key", SendGridDetector(), _hint(r"SG\.")),
     ("slack-token", SlackDetector(), _hint(lower=("xox", "hooks.slack.com"))),
@@ -591,3 +595,49 @@ def mask_window(text: str, start: int, end: int, secrets: Iterable[Secret]) -> s
         return ""
     found = spans(text, secrets)
     return render(text, found, start, end) if found else text[start:end]
+
+
+# -- what a set of lines holds ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SecretsSummary:
+    """What detection found on a set of transcript lines, and how much of it masking hides."""
+
+    lines: int
+    bytes: int
+    seconds: float
+    found: dict[str, int]  # distinct secrets, per kind
+    masked: dict[str, int]  # occurrences masked in the stored lines, per kind
+
+    def line(self) -> str:
+        """One line for a person (make check-real): found and masked per kind, size and speed."""
+        mb = self.bytes / 1e6
+        rate = f", {mb / self.seconds:.1f} MB/s" if self.seconds > 0 else ""
+        if not self.found:
+            return f"secrets: none found in {self.lines:,} lines ({mb:.1f} MB, {self.seconds:.1f} s{rate})"
+        kinds = ", ".join(f"{k} {self.found[k]}/{self.masked.get(k, 0)}" for k in sorted(self.found))
+        return (f"secrets: {sum(self.found.values())} found, {sum(self.masked.values())} occurrences masked "
+                f"(per kind, found/masked: {kinds}) in {self.lines:,} lines ({mb:.1f} MB, {self.seconds:.1f} s{rate})")
+
+    def to_json(self) -> dict[str, object]:
+        return {"lines": self.lines, "bytes": self.bytes, "seconds": round(self.seconds, 3),
+                "found": self.found, "masked": self.masked}
+
+
+def summarise_lines(read: Callable[[], Iterable[str]]) -> SecretsSummary:
+    """Secrets found (distinct, per kind) and occurrences masked (per kind) on the lines `read()`
+    yields; it is called twice: once to detect, once to count every place a found value sits."""
+    began = time.perf_counter()
+    found: set[Secret] = set()
+    lines = size = 0
+    for text in read():
+        lines += 1
+        size += len(text.encode("utf-8", "surrogatepass"))
+        found |= line_secrets(text)
+    masked: Counter[str] = Counter()
+    if found:
+        for text in read():
+            masked.update(sp.kind for sp in spans(text, found))
+    return SecretsSummary(
+        lines=lines, bytes=size, seconds=time.perf_counter() - began,
+        found=dict(sorted(Counter(s.kind for s in found).items())), masked=dict(sorted(masked.items())),
+    )

@@ -88,7 +88,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Ingests every *.jsonl under FOLDER into a scratch warehouse (deleted afterwards, unless --db) "
         "and prints one line per invariant with its figures: no negative token count, usage equal to an "
         "independent recount, exit codes parsed wherever recorded, prompts counted alike by sessions and "
-        "messages, every line stored byte for byte, sessions whose model is not recorded. Exit 1 when one fails.",
+        "messages, every line stored byte for byte, sessions whose model is not recorded, secrets found and masked "
+        "per kind. Exit 1 when one fails.",
     )
     p.add_argument("folder", nargs="?", default=DEFAULT_REAL, metavar="FOLDER",
                    help=f"transcripts to check (default {DEFAULT_REAL})")

@@ -10,16 +10,13 @@ report compute them again (never trusting an artifact) for their last gate.
 
 from __future__ import annotations
 
-import time
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import duckdb
 
 from pipeline.secret_gate import SecretSet
-from pipeline.secrets_scan import Secret, line_secrets, spans
+from pipeline.secrets_scan import Secret, SecretsSummary, line_secrets, summarise_lines
 from pipeline.warehouse import db
 
 __all__ = ["SecretsSummary", "scan_sessions", "scan_warehouse", "summarise"]
@@ -56,55 +53,17 @@ def scan_warehouse(db_file: str | Path | None, session_ids: Sequence[str]) -> Se
     return SecretSet.from_lines(texts)
 
 
-@dataclass(frozen=True)
-class SecretsSummary:
-    """What detection found on a set of transcript lines, and how much of it masking hides."""
-
-    lines: int
-    bytes: int
-    seconds: float
-    found: dict[str, int]  # distinct secrets, per kind
-    masked: dict[str, int]  # occurrences masked in the stored lines, per kind
-
-    def line(self) -> str:
-        """One line for a person (make check-real): found and masked per kind, size and speed."""
-        mb = self.bytes / 1e6
-        rate = f", {mb / self.seconds:.1f} MB/s" if self.seconds > 0 else ""
-        if not self.found:
-            return f"secrets: none found in {self.lines:,} lines ({mb:.1f} MB, {self.seconds:.1f} s{rate})"
-        kinds = ", ".join(f"{k} {self.found[k]}/{self.masked.get(k, 0)}" for k in sorted(self.found))
-        return (f"secrets: {sum(self.found.values())} found, {sum(self.masked.values())} occurrences masked "
-                f"(per kind, found/masked: {kinds}) in {self.lines:,} lines ({mb:.1f} MB, {self.seconds:.1f} s{rate})")
-
-    def to_json(self) -> dict[str, object]:
-        return {"lines": self.lines, "bytes": self.bytes, "seconds": round(self.seconds, 3),
-                "found": self.found, "masked": self.masked}
-
-
 def summarise(con: duckdb.DuckDBPyConnection, session_ids: Sequence[str] | None = None) -> SecretsSummary:
     """Detect secrets on every stored line (of the given sessions, or of the whole warehouse) and
     count, per kind, the distinct secrets found and the occurrences the tools would mask."""
-    began = time.perf_counter()
     where, params = "", []
     if session_ids is not None:
         where, params = "WHERE session_id IN (SELECT unnest(?::VARCHAR[]))", [list(session_ids)]
     query = f"SELECT text FROM lines {where} ORDER BY session_id, line_no"  # `where` is a fixed string
-    found: set[Secret] = set()
-    lines = size = 0
-    cur = con.execute(query, params or None)
-    while batch := cur.fetchmany(_FETCH):
-        for (text,) in batch:
-            lines += 1
-            size += len(text.encode("utf-8", "surrogatepass"))
-            found |= line_secrets(text)
-    masked: Counter[str] = Counter()
-    if found:
-        # Second pass: every place a known value sits is masked, on whatever line it is repeated.
+
+    def read() -> Iterator[str]:
         cur = con.execute(query, params or None)
         while batch := cur.fetchmany(_FETCH):
-            for (text,) in batch:
-                masked.update(sp.kind for sp in spans(text, found))
-    return SecretsSummary(
-        lines=lines, bytes=size, seconds=time.perf_counter() - began,
-        found=dict(sorted(Counter(s.kind for s in found).items())), masked=dict(sorted(masked.items())),
-    )
+            yield from (text for (text,) in batch)
+
+    return summarise_lines(read)

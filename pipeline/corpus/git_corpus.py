@@ -31,8 +31,10 @@ Written by trace-pipeline's nightly consolidator; reviewed by people.
 Every memory arrived in exactly one commit whose subject starts with `memory:`; the evidence quotes,
 verbatim from the transcripts, are in that commit's message and nowhere else. A later finding that
 says the same thing is recorded as a `link:` commit that adds its sessions to the existing memory.
-Count memories with `git log --oneline --grep '^memory:'`; read a memory's evidence with
-`git log --format=%B -1 <commit>`.
+A memory a reviewer took back (`pipeline memories drop ID --why TEXT`) is removed in a `drop:`
+commit that gives the reason; its evidence stays in the history, and later nights do not write the
+same claim again. Count memories with `git log --oneline --grep '^memory:'`; read a memory's
+evidence with `git log --format=%B -1 <commit>`.
 """
 
 

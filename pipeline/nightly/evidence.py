@@ -2,8 +2,10 @@
 
 The quote's line is found the way the contract verifies quotes (`pipeline.consolidator.quotes`); the
 lines around it are shown as readable message text (`pipeline.warehouse.readable`): who spoke, which
-tool was called with what, what it returned. Every piece of transcript text is redacted before it
-is shown, and the quote is highlighted where it sits. Long texts are cut around the quote.
+tool was called with what, what it returned. Every piece of transcript text is masked before it is
+shown, the way the consolidator's tools mask what they return (`pipeline.redact.LineMasker`): the
+secrets detected anywhere on the stored line, and the night's known secrets, are masked in whatever
+piece of the line is shown, then long texts are cut around the quote, which is highlighted.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from dataclasses import dataclass, field
 import duckdb
 
 from pipeline.consolidator.quotes import WarehouseQuotes
-from pipeline.redact import redacted
+from pipeline.redact import LineMasker
+from pipeline.secret_gate import SecretSet
+from pipeline.secrets_scan import Secret, detect, render, spans
 from pipeline.warehouse.readable import Entry, line_time, readable
 
 __all__ = ["EvidenceView", "Shown", "evidence_html", "evidence_view"]
@@ -80,10 +84,16 @@ def _variants(quote: str) -> list[str]:
     return out
 
 
-def _highlight(line_no: int, entry: Entry, quote: str) -> Shown | None:
-    text = redacted(entry.text)
+def _masked(text: str, secrets: frozenset[Secret]) -> str:
+    """A piece of a line as it may be shown: the line's secrets, and any detected in the piece, masked."""
+    found = spans(text, detect(text) | secrets)
+    return render(text, found, 0, len(text)) if found else text
+
+
+def _highlight(line_no: int, entry: Entry, quote: str, secrets: frozenset[Secret]) -> Shown | None:
+    text = _masked(entry.text, secrets)
     for variant in _variants(quote):
-        mark = redacted(variant)
+        mark = _masked(variant, secrets)
         at = text.find(mark)
         if at >= 0 and mark:
             before, after = text[:at], text[at + len(mark):]
@@ -95,13 +105,15 @@ def _highlight(line_no: int, entry: Entry, quote: str) -> Shown | None:
     return None
 
 
-def _context(rows: dict[int, str], fmt: str | None, lines: range, want: int, *, newest_first: bool) -> list[Shown]:
+def _context(rows: dict[int, str], fmt: str | None, lines: range, want: int, masker: LineMasker, *,
+             newest_first: bool) -> list[Shown]:
     found: list[Shown] = []
     for n in lines:
         if n not in rows:
             continue
+        secrets = masker.secrets(rows[n])
         entries = [e for e in readable(rows[n], fmt) if not e.echo and e.text.strip()]
-        shown = [Shown(n, e.label, _cut(redacted(e.text)), kind=e.kind) for e in entries]
+        shown = [Shown(n, e.label, _cut(_masked(e.text, secrets)), kind=e.kind) for e in entries]
         found.extend(reversed(shown) if newest_first else shown)
         if len(found) >= want:
             break
@@ -109,13 +121,16 @@ def _context(rows: dict[int, str], fmt: str | None, lines: range, want: int, *, 
     return list(reversed(found)) if newest_first else found
 
 
-def evidence_view(con: duckdb.DuckDBPyConnection, session_id: str, quote: str, *, line_no: int | None = None) -> EvidenceView:
-    """Where `quote` sits in `session_id`, with a few readable entries before and after it."""
-    view = EvidenceView(session_id, redacted(quote))
+def evidence_view(con: duckdb.DuckDBPyConnection, session_id: str, quote: str, *, line_no: int | None = None,
+                  known: SecretSet | None = None) -> EvidenceView:
+    """Where `quote` sits in `session_id`, with a few readable entries before and after it. `known` holds
+    the night's secrets, masked wherever they appear besides what is detected on each line."""
+    masker = LineMasker(known)
+    view = EvidenceView(session_id, _masked(quote, masker.known))
     meta = con.execute("SELECT format, slug FROM sessions WHERE session_id = ?", [session_id]).fetchone()
     if meta is None:
         return view
-    fmt, view.slug = meta[0], meta[1]
+    fmt, view.slug = meta[0], masker.text(meta[1])
     if line_no is None:
         found = WarehouseQuotes(con).lines_with(session_id, quote, 1)
         line_no = found[0] if found else None
@@ -128,28 +143,29 @@ def evidence_view(con: duckdb.DuckDBPyConnection, session_id: str, quote: str, *
     text = rows.get(line_no)
     if text is None:
         return view
-    view.line_no, view.at = line_no, line_time(text)
+    secrets = masker.secrets(text)
+    view.line_no, view.at, view.quote = line_no, line_time(text), _masked(quote, secrets)
     entries = readable(text, fmt)
     here: list[Shown] = []
     hit = None
     # The quote's own line: every entry, the one holding the quote highlighted (an echo only if nothing else has it).
     for entry in sorted(entries, key=lambda e: e.echo):
         if hit is None:
-            hit = _highlight(line_no, entry, quote)
+            hit = _highlight(line_no, entry, quote, secrets)
             if hit is not None:
                 here.append(hit)
                 continue
         if not entry.echo and entry.text.strip():
-            here.append(Shown(line_no, entry.label, _cut(redacted(entry.text)), kind=entry.kind))
+            here.append(Shown(line_no, entry.label, _cut(_masked(entry.text, secrets)), kind=entry.kind))
     if hit is None:
         # The quote spans the line's JSON (keys, escapes): show that stretch of the raw line.
-        hit = _highlight(line_no, Entry("raw line", text, "other"), quote) or Shown(
-            line_no, "raw line", _cut(redacted(text)), kind="other")
+        hit = _highlight(line_no, Entry("raw line", text, "other"), quote, secrets) or Shown(
+            line_no, "raw line", _cut(_masked(text, secrets)), kind="other")
         here.insert(0, hit)
     view.shown = (
-        _context(rows, fmt, range(line_no - 1, line_no - SCAN_LINES - 1, -1), CONTEXT_BEFORE, newest_first=True)
+        _context(rows, fmt, range(line_no - 1, line_no - SCAN_LINES - 1, -1), CONTEXT_BEFORE, masker, newest_first=True)
         + here
-        + _context(rows, fmt, range(line_no + 1, line_no + SCAN_LINES + 1), CONTEXT_AFTER, newest_first=False)
+        + _context(rows, fmt, range(line_no + 1, line_no + SCAN_LINES + 1), CONTEXT_AFTER, masker, newest_first=False)
     )
     return view
 

@@ -200,6 +200,7 @@ def review(db: str | Path, run_id: str, corpus: str | Path | None = None) -> Rev
     docs = apply_mod.existing_memories(repo) if (repo.git_dir / "HEAD").exists() else {}
     by_id = {d.id: d for d in docs.values()}
     with warehouse.reading(db) as con:
+        known = night_secrets(con, run_id)
         batches = con.execute("SELECT batch_id, artifact_dir, details FROM batches WHERE run_id = ? AND status = 'applied' "
                               "ORDER BY batch_id", [run_id]).fetchall()
         dropped = {r[0]: r[1] for r in con.execute("SELECT memory_id, claim FROM dropped_memories").fetchall()}
@@ -217,7 +218,8 @@ def review(db: str | Path, run_id: str, corpus: str | Path | None = None) -> Rev
                     claim=doc.claim if doc else dropped.get(mid, redacted(cand.get("claim", ""))),
                     gist=doc.gist if doc else "", how=landed["as"], batch_id=batch_id,
                     sessions_total=len(doc.sessions) if doc else 0, kept=doc is not None,
-                    evidence=[evidence_view(con, e["sessionId"], e["quote"]) for e in cand.get("evidence", [])],
+                    evidence=[evidence_view(con, e["sessionId"], e["quote"], known=known)
+                              for e in cand.get("evidence", [])],
                 ))
             for r in d.get("candidatesRefused", []):
                 out.refused.append(RefusedItem(batch_id, r.get("claim", ""), list(r.get("problems", [])),
@@ -228,7 +230,7 @@ def review(db: str | Path, run_id: str, corpus: str | Path | None = None) -> Rev
                     continue
                 # The task file keeps its quote (redacted) and, when it could be found, its line.
                 out.tasks.append(TaskItem(t.id, t.statement, t.actor, t.dueHint, t.confidence, t.created,
-                                          evidence_view(con, t.session, t.evidence, line_no=t.line)))
+                                          evidence_view(con, t.session, t.evidence, line_no=t.line, known=known)))
     out.tasks.sort(key=lambda t: (t.created, t.task_id), reverse=True)
     return out
 

@@ -11,7 +11,8 @@ the warehouse derives against small, independent re-readings of the files themse
   `is_error` is true exactly for the failures;
 * `sessions.prompts`, the number of `messages.is_prompt` rows and a recount agree;
 * every stored line equals the file's line byte for byte;
-* figures without a pass or fail: sessions whose model is not recorded, formats detected.
+* figures without a pass or fail: sessions whose model is not recorded, formats detected, secrets
+  found and masked per kind (what the consolidator's tools would hide from a model).
 
 Each invariant is a function registered with :func:`invariant`; it receives a :class:`RealSet`
 (the scratch warehouse, the files, their parsed records) and returns a :class:`CheckResult`, which
@@ -545,3 +546,18 @@ def _formats(real: RealSet) -> CheckResult:
         + f" (of the Codex rollouts, {legacy} in the 2025 format)",
         {**counts, "codexLegacy": legacy},
     )
+
+
+@invariant("secrets")
+def _secrets(real: RealSet) -> CheckResult:
+    """What the consolidator's tools would mask: secrets found (distinct values) and occurrences
+    masked, per kind, with the detection speed. A figure: real transcripts may hold secrets."""
+    from pipeline.secrets_scan import summarise_lines
+
+    def read() -> Iterator[str]:
+        cur = real.con.execute("SELECT text FROM lines ORDER BY session_id, line_no")
+        while batch := cur.fetchmany(512):
+            yield from (text for (text,) in batch)
+
+    summary = summarise_lines(read)
+    return CheckResult("secrets", None, summary.line().removeprefix("secrets: "), summary.to_json())

@@ -12,6 +12,7 @@ import pytest
 
 from pipeline.cli.main import main
 from pipeline.consolidator import tools
+from pipeline.consolidator.batch_input import snapshot
 from pipeline.consolidator.batch_secrets import scan_sessions
 from pipeline.consolidator.contract import check_answer
 from pipeline.consolidator.error_shapes import ToolResult
@@ -107,11 +108,12 @@ def test_a_phrase_holding_a_mask_finds_the_stored_secret(wh: Path) -> None:
     assert wrong_kind["total"] == 0
 
 
-def test_the_model_tools_always_redact_and_mask_known_values_on_every_line(wh: Path) -> None:
+def test_the_model_tools_always_redact_and_mask_known_values_on_every_line(wh: Path, tmp_path: Path) -> None:
     batch = ids(wh)
-    with db.reading(wh) as con:
+    source = snapshot(wh, batch, tmp_path / "input")  # the batch reads its own input, as in a night
+    with source.reading() as con:
         known = scan_sessions(con, batch)
-    box = BatchTools(wh, batch, known)
+    box = BatchTools(source, batch, known)
     out = box.call("read_lines", json.dumps({"sessionId": batch[0], "start": 1, "end": 4}))
     assert out.ok and STRIPE not in out.text and PASSWORD not in out.text
     # The password is detected where it is assigned (line 3) and masked where it is only used (line 4).

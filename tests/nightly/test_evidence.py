@@ -58,3 +58,24 @@ def test_a_quote_spanning_the_json_of_its_line_shows_that_raw_stretch(tmp_path: 
         view = evidence_view(con, "S", json.dumps({"role": "user"})[1:-1] + ', "content"')
     [hit] = [s for s in view.shown if s.is_quote]
     assert hit.label == "raw line" and '"role": "user"' in hit.mark
+
+
+def test_the_nights_known_secrets_are_masked_where_the_detectors_alone_would_miss_them(tmp_path: Path) -> None:
+    from pipeline.secret_gate import SecretSet
+
+    password = "Zx9qT4pLmW2rK7"
+    said = [
+        {"type": "user", "sessionId": "S", "message": {"role": "user", "content": f"the dsn is postgres://app:{password}@db/app"}},
+        {"type": "assistant", "sessionId": "S", "message": {"role": "assistant", "content": f"So the password is {password}."}},
+        {"type": "user", "sessionId": "S", "message": {"role": "user", "content": "I will rotate the database password tomorrow."}},
+    ]
+    write_jsonl(tmp_path / "t" / "s.jsonl", said)
+    with db.writing(tmp_path / "w.duckdb") as con:
+        ingest.ingest(con, [tmp_path / "t"])
+    with db.reading(tmp_path / "w.duckdb") as con:
+        lines = [t for (t,) in con.execute("SELECT text FROM lines WHERE session_id = 'S'").fetchall()]
+        bare = evidence_html(evidence_view(con, "S", "I will rotate the database password tomorrow."))
+        known = evidence_html(evidence_view(con, "S", "I will rotate the database password tomorrow.",
+                                            known=SecretSet.from_lines(lines)))
+    assert "postgres://app:[REDACTED:" in bare and f"password is {password}" in bare  # detected on its line only
+    assert password not in known and known.count("[REDACTED:") == 2

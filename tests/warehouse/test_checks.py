@@ -12,10 +12,10 @@ import pytest
 
 from pipeline.errors import UsageError
 from pipeline.warehouse import checks, db, ingest
-from tests.helpers import EXPECTED, SAMPLES
+from tests.helpers import EXPECTED, SAMPLES, write_jsonl
 
 NAMES = ["no negative count", "usage = recount", "exit codes", "prompts agree", "byte-exact lines",
-         "model not recorded", "formats"]
+         "model not recorded", "formats", "secrets"]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,24 @@ def test_each_invariant_prints_one_line_with_its_figures(report: checks.CheckRep
     lines = report.lines()
     assert len(lines) == len(NAMES)
     assert lines[0].startswith("ok   no negative count: ") and "0 with a negative count" in lines[0]
-    assert lines[-1].startswith("info formats: ")
+    assert lines[-2].startswith("info formats: ")
+    assert lines[-1].startswith("info secrets: ")
+
+
+def test_the_secrets_line_counts_found_and_masked_per_kind(report: checks.CheckReport, tmp_path: Path) -> None:
+    # The samples hold one development password, in a test's connection URL shown twice on one line.
+    samples = next(r for r in report.results if r.name == "secrets")
+    assert samples.figures["found"] == {"url-password": 1} and samples.figures["masked"] == {"url-password": 2}
+    assert "url-password 1/2" in samples.summary
+    key = "sk_live_51" + "Qx7Lm2Np4Rs6Tv8Wy0Za3Bc5De9Fg1Hj"  # generated here, in two pieces
+    lines = [{"role": "tool", "content": f"stripe.error.AuthenticationError: Invalid API Key provided: {key}"},
+             {"role": "user", "content": f"retry with {key} and mail ana.lopez@northwind-traders.io"}]
+    write_jsonl(tmp_path / "real" / "s.jsonl", lines)
+    planted = next(r for r in checks.run_checks(tmp_path / "real").results if r.name == "secrets")
+    assert planted.ok is None
+    assert planted.figures["found"] == {"email": 1, "stripe-key": 1}
+    assert planted.figures["masked"] == {"email": 1, "stripe-key": 2}
+    assert key not in planted.summary and key not in json.dumps(planted.figures)
 
 
 def test_a_broken_invariant_fails_and_names_where(tmp_path: Path) -> None:
