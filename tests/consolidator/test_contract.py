@@ -631,7 +631,7 @@ def test_an_entity_repeating_a_quote_is_refused_and_a_short_common_phrase_is_not
 
 def test_limits_hold_once_secrets_are_masked() -> None:
     answer = good_answer()
-    email = "ana@example.com"  # 15 characters, masked as [REDACTED:email] (16)
+    email = "ana@acmemail.io"  # 15 characters, masked as [REDACTED:email] (16); example.com is left readable
     answer["candidates"][0]["claim"] = ("x" * (MAX_CLAIM_CHARS - len(email) - 1)) + " " + email
     assert len(answer["candidates"][0]["claim"]) == MAX_CLAIM_CHARS
     result = check_answer(answer, BATCH, index())
