@@ -56,6 +56,8 @@ _TABLES: dict[str, str] = {
     "watermarks": f"SELECT * FROM watermarks WHERE {_IN_BATCH}",
     "memory_links": f"SELECT * FROM memory_links WHERE {_IN_BATCH}",
     "memories": f"SELECT * FROM memories WHERE memory_id IN (SELECT memory_id FROM memory_links WHERE {_IN_BATCH})",
+    # Every claim a reviewer took back, so the rules engine leaves it out of its answer.
+    "dropped_memories": "SELECT kind, claim FROM dropped_memories WHERE len($ids::VARCHAR[]) >= 0",
 }
 # The lines of every batch of a night in ONE pass over `lines`, each batch's in its own partition:
 # a query per batch would read the whole table once per batch (a session's lines share row groups
