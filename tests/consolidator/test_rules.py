@@ -77,20 +77,36 @@ def test_no_decoy_and_no_one_off_is_reported(answer: dict[str, Any]) -> None:
         assert not any(o["quote"] in quoted for o in decoy["occurrences"]), decoy["id"]
     one_offs = [t["quote"] for t in EXPECTED["tool_errors"] if t["tag"] == "one-off"]
     assert not any(any(q in o or o in q for o in one_offs) for q in quoted)
-    # nothing beyond the planted patterns
-    assert len(answer["candidates"]) == len(EXPECTED["patterns"])
-    assert {c["kind"] for c in answer["candidates"]} == {"error_pattern"}
+    # nothing beyond the planted patterns and the planted workarounds
+    assert len(answer["candidates"]) == len(EXPECTED["patterns"]) + len(EXPECTED["workarounds"])
+    assert {c["kind"] for c in answer["candidates"]} == {"error_pattern", "procedural"}
+
+
+def test_every_planted_workaround_is_found_as_a_procedure(answer: dict[str, Any]) -> None:
+    procedures = [c for c in answer["candidates"] if c["kind"] == "procedural"]
+    for planted in EXPECTED["workarounds"]:
+        owners = [
+            c for c in procedures
+            if {o["sessionId"] for o in planted["occurrences"]} <= {e["sessionId"] for e in c["evidence"]}
+            and all(any(o["quote"] in e["quote"] for e in c["evidence"]) for o in planted["occurrences"])
+        ]
+        assert len(owners) == 1, planted["id"]
+    assert len(procedures) == len(EXPECTED["workarounds"]) == 2
 
 
 def test_candidates_read_well(answer: dict[str, Any]) -> None:
     for candidate in answer["candidates"]:
         assert len({e["sessionId"] for e in candidate["evidence"]}) >= 2
-        assert candidate["entities"] and all(e["type"] == "error" for e in candidate["entities"])
+        assert candidate["entities"]
+        if candidate["kind"] == "error_pattern":
+            assert all(e["type"] == "error" for e in candidate["entities"])
         for e in candidate["evidence"]:
             # memory text never repeats a quote (the corpus keeps quotes in commit messages only)
             assert e["quote"] not in candidate["claim"] and e["quote"] not in candidate["gist"]
-    heads = {c["entities"][0]["name"] for c in answer["candidates"]}
+    heads = {c["entities"][0]["name"] for c in answer["candidates"] if c["kind"] == "error_pattern"}
     assert heads == {"psycopg.OperationalError", "ModuleNotFoundError", "EADDRINUSE"}
+    claims = " ".join(c["claim"] for c in answer["candidates"] if c["kind"] == "procedural")
+    assert "PGPORT=5433" in claims and ".pytest_cache" in claims
 
 
 def test_every_planted_commitment_is_found_as_planted(answer: dict[str, Any]) -> None:
@@ -125,7 +141,10 @@ def test_the_measurement_in_numbers(answer: dict[str, Any]) -> None:
     assert (decoys, len(EXPECTED["decoys"])) == (0, 2)
     assert (commitments, len(EXPECTED["commitments"])) == (8, 8)
     assert (non, len(EXPECTED["non_commitments"])) == (0, 10)
-    assert len(answer["candidates"]) == 3 and len(answer["commitments"]) == 8
+    procedures = " ".join(e["quote"] for c in answer["candidates"] if c["kind"] == "procedural" for e in c["evidence"])
+    workarounds = sum(all(o["quote"] in procedures for o in w["occurrences"]) for w in EXPECTED["workarounds"])
+    assert (workarounds, len(EXPECTED["workarounds"])) == (2, 2)
+    assert len(answer["candidates"]) == 5 and len(answer["commitments"]) == 8
 
 
 def test_every_scanned_session_is_named_and_logged(source: BatchInput, all_ids: list[str]) -> None:
@@ -153,7 +172,9 @@ def test_a_batch_of_one_session_has_no_cross_session_pattern(wh: Path, tmp_path:
     ctx = BatchContext(run_id="r", batch_id="b", source=snapshot(wh, [a2], tmp_path / "input"), session_ids=(a2,), budgets=Budgets())
     result = run_rules(ctx, Recorder("r", "b"))
     assert result.outcome == "accepted" and result.answer is not None
-    assert result.answer.candidates == []  # ObjectInUse twice in one session is not a pattern
+    # ObjectInUse twice in one session is not a pattern; the PGPORT prefix on five commands is a routine
+    assert [c.kind for c in result.answer.candidates] == ["procedural"]
+    assert "PGPORT=5433" in result.answer.candidates[0].claim
     assert [c.evidence[0].quote for c in result.answer.commitments] == [
         "I'll restart the Postgres container myself and tell you when it's up."]
 
@@ -198,7 +219,11 @@ def test_error_lines_are_verbatim_substrings() -> None:
     [
         ("psycopg.errors.ObjectInUse: database 'x' is in use", "psycopg.errors.ObjectInUse"),
         ("Error: listen EADDRINUSE: address already in use :::3000", "EADDRINUSE"),
-        ("error[E0425]: cannot find value `x` in this scope", "error"),
+        ("error[E0425]: cannot find value `x` in this scope", "cannot find value in this scope"),
+        ("fatal: Invalid path '/!': No such file or directory", "Invalid path"),
+        ("command timed out after 20021 milliseconds", "command timed out"),
+        ("File content (40766 tokens) exceeds maximum allowed tokens (10000).", "exceeds maximum allowed tokens"),
+        ("npm error code ENOTEMPTY", "ENOTEMPTY"),
         ("ModuleNotFoundError: No module named 'yaml'", "ModuleNotFoundError"),
     ],
 )
