@@ -387,14 +387,15 @@ def find_commitments(
     """
     new_from = new_from_line or {}
     by_session: dict[str, list[Message]] = {}
-    heard: set[tuple[str, str]] = set()
+    heard: dict[tuple[str, str], str] = {}
+    replayed: set[tuple[str, int]] = set()
     for message in messages:
         if message.role not in ("user", "assistant") or not message.text:
             continue
         key = (message.role, message.text)
-        if len(message.text) >= 40 and key in heard:
-            continue  # a subagent replaying its parent's conversation
-        heard.add(key)
+        if len(message.text) >= 40 and heard.get(key, message.session_id) != message.session_id:
+            replayed.add((message.session_id, message.line_no))  # a subagent replaying its parent's conversation
+        heard.setdefault(key, message.session_id)
         by_session.setdefault(message.session_id, []).append(message)
     for said in by_session.values():
         said.sort(key=lambda m: m.line_no)
@@ -402,6 +403,8 @@ def find_commitments(
     for sid, said in by_session.items():
         turns = _turns(said, sorted((calls or {}).get(sid, ())))
         for i, message in enumerate(said):
+            if (sid, message.line_no) in replayed:
+                continue  # still a turn boundary above, but its words were read where they were first said
             speaker = "agent" if message.role == "assistant" else ("other" if relayed(message.text) else "user")
             turn = turns[message.line_no]
             candidates: list[CommitmentFinding] = []

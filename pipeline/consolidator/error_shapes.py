@@ -311,11 +311,15 @@ def find_error_patterns(
     return sorted(found, key=lambda f: (-len(f.occurrences), -f.count, f.shape))
 
 
+_RANK = {"added": 0, "other operations": 0, "same target": 1, "same program": 2}
+
+
 def _workaround(
     finding: PatternFinding, by_session: Mapping[str, list[ToolResult]], states: Mapping[str, list[Outcome]]
 ) -> Workaround | None:
-    """What worked after a failure of the pattern: the first strong workaround after any of its
-    occurrences (sessions in batch order), else the first weak one."""
+    """What worked after a failure of the pattern: of the workarounds found after its occurrences
+    (sessions in batch order), the most telling (a setting added or another operation on the same
+    file, then another program on the same target, then the same program again), the earliest first."""
     best: Workaround | None = None
     for sid, failed in finding.runs.items():
         runs = by_session[sid]
@@ -324,9 +328,7 @@ def _workaround(
             index = position[id(run)]
             later = list(zip(runs[index + 1 :], states[sid][index + 1 :], strict=True))
             found = find_workaround(run, later)
-            if found is not None and found.strong:
-                return found
-            if found is not None and best is None:
+            if found is not None and (best is None or _RANK[found.how] < _RANK[best.how]):
                 best = found
     return best
 
@@ -351,8 +353,8 @@ def _command_quote(run: ToolResult) -> str | None:
     """A verbatim quote of what a run did: its command, else its target (file or patch line)."""
     if run.command:
         return run.command[:MAX_QUOTE_CHARS] if len(run.command.strip()) >= _COMMAND_QUOTE_MIN else None
-    raw = run.tool_input if isinstance(run.tool_input, str) else ""
-    for op, path in sh.patch_targets(raw) if "*** Begin Patch" in raw else []:
+    patch = sh.patch_text(run.tool_input)
+    for op, path in sh.patch_targets(patch) if patch else []:
         return f"*** {op} File: {path}"
     if run.target and len(run.target) >= MIN_QUOTE_CHARS:
         return run.target
@@ -387,16 +389,26 @@ def _evidence(finding: PatternFinding) -> list[dict[str, str]]:
 
 
 def _what_worked(w: Workaround) -> str:
-    did = sh.describe(w.run.name or "", w.run.tool_input, limit=100)
+    what = sh.summary(w.run.name or "", w.run.tool_input)
     where = f"line {w.run.call_line or w.run.line_no}"
     if w.how == "added" and w.added:
         extra = ", ".join(f"`{_clip(a, 60)}`" for a in w.added[:3])
-        return f"What worked next ({where}): the same command with {extra} added."
+        return f"What worked next ({where}): the same `{what}` with {extra} added."
     if w.how == "other operations":
-        return f"What worked next ({where}): a patch doing other operations on the same file ({_clip(did, 80)})."
+        return f"What worked next ({where}): {what}, other operations on the same file."
     if w.how == "same target":
-        return f"What worked next ({where}): `{w.run.program}` on the same target instead ({_clip(did, 80)})."
-    return f"The next run of `{w.run.program}` that worked ({where}) was: {_clip(did, 80)}."
+        return f"What worked next ({where}): `{what}` on the same target instead."
+    return f"The next `{what}` that worked was on {where}."
+
+
+def _failed_summary(finding: PatternFinding) -> str:
+    counts: dict[str, int] = {}
+    for runs in finding.runs.values():
+        for r in runs:
+            key = sh.summary(r.name or "", r.tool_input)
+            counts[key] = counts.get(key, 0) + 1
+    shown = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"`{_clip(k, 60)}`" + (f" ×{n}" if n > 1 else "") for k, n in shown[:4]) + (" …" if len(shown) > 4 else "")
 
 
 def pattern_candidate(
@@ -421,12 +433,11 @@ def pattern_candidate(
         f"{sid} line{'s' if len(occ) > 1 else ''} {', '.join(str(n) for n, _ in occ)}"
         for sid, occ in finding.occurrences.items()
     )
-    failed_cmds = sorted({sh.describe(r.name or "", r.tool_input, limit=70) for runs in finding.runs.values() for r in runs})
     # Counted as of this batch: later nights link more sessions in the front matter, not here.
     gist = (
         f"When first recorded, the same failure (quoted values, paths, ids, flags and numbers set aside) "
         f"appeared {finding.count} times in {len(sessions)} session(s) of {_project(slugs, sessions, names)}: {places}. "
-        f"Failed: {'; '.join(_clip(c, 70) for c in failed_cmds[:3])}{' …' if len(failed_cmds) > 3 else ''}. "
+        f"What failed: {_failed_summary(finding)}. "
     )
     if finding.workaround is not None:
         gist += _what_worked(finding.workaround) + " "

@@ -57,6 +57,7 @@ _JA_FUTURE = re.compile(
 _KO_FUTURE = re.compile(r"[가-힣](?:게요|게|겠습니다|겠어요)(?=[\s.!,]|$)")
 _DE_FUTURE = re.compile(
     r"\b(?:ich werde|wir werden|ich kümmere mich|ich melde mich)\b"
+    r"|\b(?!(?:habe|hätte|könnte|würde|möchte|sollte|müsste|dürfte|wäre|bitte|danke|gerne)\b)[a-zäöüß]{3,}e\s+ich\b"
     r"|\b(?:dann|danach|anschließend|später|morgen|als nächstes|im anschluss)\s+(?!ich\b)[a-zäöüß]+e?\s+ich\b"
     r"|,\s*(?!ich\b)[a-zäöüß]+e?\s+ich\b",
     _I,
@@ -148,7 +149,7 @@ def is_requirement(sentence: str) -> bool:
 
 _HYPOTHETICAL = re.compile(
     r"\b(?:if|unless|would|could|might|maybe|perhaps|probably|in case|suppose|supposing|whether)\b|"
-    r"如果|要是|假如|万一|萬一|もし|만약|만일|\b(?:wenn|falls|würde|könnte|vielleicht)\b|"
+    r"如果|要是|假如|万一|萬一|もし|만약|만일|\b(?:falls|würde|könnte|vielleicht)\b|"
     r"\b(?:si|quizás|quizá|tal vez|peut-être|pourrait)\b|\b(?:если|возможно|может быть|бы)\b",
     _I,
 )
@@ -219,7 +220,7 @@ _HANDOFF = re.compile(
     r"|(?:跟我说|跟我說|告诉我|告訴我|发给我|發給我|贴给我|貼給我|给我|給我|通知我)[^。！？?\n]{0,30}?(?:我就|我再|我来|我來|我会|我會)"
     r"|等你[^。！？?\n]{0,40}?(?:我再|我就|我来|我來)"
     # Japanese: 〜たら / 〜れば / 〜次第 (the other party acts) … the speaker's part
-    r"|(?:たら|れば|次第|いただければ|もらえれば|くだされば)[、,]?[^。！？]{0,60}?(?:します|しておきます|いたします|やります)"
+    r"|(?:たら|れば|次第|いただければ|もらえれば|くだされば)[、,]?[^。！？]{0,60}?(?:[一-龥ぁ-ん]{0,8}?(?:します|ます)|しておきます)(?![かしせ])"
     # Korean: …주시면/하시면/되면 … -ㄹ게요/-겠습니다
     r"|(?:주시면|주면|하시면|되면|끝나면|완료되면|알려주시면|보내주시면)[^.?!\n]{0,60}?(?:게요|겠습니다)"
     # German: sobald/wenn/nachdem du …, <verb> ich

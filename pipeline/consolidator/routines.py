@@ -113,11 +113,13 @@ def find_routines(
 
     for run in ordered:
         for seg in _segments(run):
-            for value in [*seg.env, *_exports(seg)]:
+            # a prefix (`VAR=x cmd`) or an export; a bare `VAR=x` line only sets a script variable
+            prefixes = seg.env if seg.words and seg.program.lower() != "export" else []
+            for value in [*prefixes, *_exports(seg)]:
                 if _steady(value):
                     note("env", value, run, run.command or seg.text)
             if seg.words and _ABSOLUTE.match(seg.program_word) and seg.program:
-                note("path", seg.program_word, run, run.command or seg.text)
+                note("path", seg.program_word, run, seg.text if len(seg.text) >= 16 else (run.command or seg.text))
         main = run.parsed.main if run.parsed else None
         if main is None:
             continue

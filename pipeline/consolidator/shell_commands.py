@@ -34,7 +34,9 @@ __all__ = [
     "is_inspection",
     "parse",
     "patch_targets",
+    "patch_text",
     "program_name",
+    "summary",
     "tool_command",
     "tool_target",
 ]
@@ -116,6 +118,20 @@ def patch_targets(patch: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2).strip()) for m in re.finditer(r"\*\*\* (Add|Update|Delete) File: ([^\n]+)", patch)]
 
 
+def patch_text(tool_input: Any) -> str | None:
+    """The apply_patch body a call carries (decoded), if any."""
+    data = _as_json(tool_input)
+    if isinstance(data, str):
+        return data if "*** Begin Patch" in data else None
+    if isinstance(data, dict):
+        for key in ("command", "input", "patch"):
+            value = data.get(key)
+            text = value[-1] if isinstance(value, list) and value and isinstance(value[-1], str) else value
+            if isinstance(text, str) and "*** Begin Patch" in text:
+                return text
+    return None
+
+
 def tool_target(name: str, tool_input: Any) -> str | None:
     """The file or folder a file tool (or a patch) acts on; None when there is none."""
     data = _as_json(tool_input)
@@ -124,14 +140,9 @@ def tool_target(name: str, tool_input: Any) -> str | None:
             value = data.get(key)
             if isinstance(value, str) and value:
                 return value
-        for key in ("command", "input", "patch"):
-            value = data.get(key)
-            text = value[-1] if isinstance(value, list) and value and isinstance(value[-1], str) else value
-            if isinstance(text, str) and "*** Begin Patch" in text:
-                targets = patch_targets(text)
-                return targets[0][1] if targets else None
-    if isinstance(data, str) and "*** Begin Patch" in data:
-        targets = patch_targets(data)
+    patch = patch_text(tool_input)
+    if patch is not None:
+        targets = patch_targets(patch)
         return targets[0][1] if targets else None
     return None
 
@@ -164,11 +175,22 @@ class Segment:
 
     @property
     def flags(self) -> list[str]:
-        return [w for w in self.words[1:] if w.startswith("-") and len(w) > 1]
+        """Words that are options (`--` ends them; what follows it is operands)."""
+        out = []
+        for w in self.words[1:]:
+            if w == "--":
+                break
+            if w.startswith("-") and len(w) > 1:
+                out.append(w)
+        return out
 
     @property
     def operands(self) -> list[str]:
-        return [w for w in self.words[1:] if not w.startswith("-")]
+        words = self.words[1:]
+        if "--" in words:
+            cut = words.index("--")
+            return [w for w in words[:cut] if not w.startswith("-")] + words[cut + 1 :]
+        return [w for w in words if not w.startswith("-")]
 
     def key(self) -> str:
         """The segment without its operands: env, program (and subcommand), flags. Two runs of the
@@ -187,12 +209,17 @@ class Command:
 
     @property
     def main(self) -> Segment | None:
-        """The segment that does the work: the first that is not `cd`/`Set-Location`/`export`/`source`."""
-        for seg in self.segments:
+        """The segment that does the work: the first that is not `cd`/`Set-Location`/`export`/`source`
+        (nor a `mkdir` that prepares for a later one) or shell syntax."""
+        working = [s for s in self.segments if s.words and s.program.lower() not in SYNTAX]
+        for i, seg in enumerate(working):
             prog = seg.program.lower()
-            if seg.words and prog not in ("cd", "pushd", "set-location", "export", "source", ".", "set") and prog not in SYNTAX:
-                return seg
-        return self.segments[0] if self.segments else None
+            if prog in ("cd", "pushd", "set-location", "export", "source", ".", "set"):
+                continue
+            if prog in ("mkdir", "md") and i + 1 < len(working):
+                continue  # making the folder the real command writes to
+            return seg
+        return working[0] if working else (self.segments[0] if self.segments else None)
 
     @property
     def programs(self) -> list[str]:
@@ -279,6 +306,8 @@ def _segment(text: str, op: str) -> Segment:
     words = _without_redirections(_tokens(text))
     while words and words[0] in _OPENERS:
         words = words[1:]
+    if len(words) >= 2 and re.fullmatch(r"\$[\w:]+", words[0]) and words[1].startswith("="):
+        words = []  # a PowerShell variable assignment (`$x = …`): no program runs
     env: list[str] = []
     while words and _ENV.match(words[0]):
         env.append(words.pop(0))
@@ -347,9 +376,11 @@ INSPECTION = frozenset({
     "ls", "dir", "cat", "type", "head", "tail", "less", "more", "bat", "grep", "egrep", "fgrep", "rg", "ag", "ack",
     "find", "fd", "stat", "file", "wc", "echo", "printf", "pwd", "which", "where", "whereis", "whoami", "env",
     "printenv", "tree", "du", "df", "ps", "lsof", "sleep", "date", "true", "test", "[", "sed", "awk", "jq", "diff",
+    "nl", "cut", "sort", "uniq", "xxd", "od", "hexdump", "column", "strings", "readlink", "realpath", "basename",
+    "dirname", "md5sum", "sha256sum", "shasum", "tr", "fold", "tac", "rev", "view", "type", "whatis", "man", "stat",
     "get-childitem", "get-content", "get-command", "get-item", "get-itemproperty", "select-string", "test-path",
     "get-location", "get-process", "write-output", "write-host", "select-object", "format-list", "format-table",
-    "measure-object", "sort-object", "where-object", "foreach-object", "out-string", "resolve-path",
+    "measure-object", "sort-object", "where-object", "foreach-object", "out-string", "resolve-path", "get-filehash",
     "Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch", "TaskOutput", "BashOutput", "update_plan", "view_image",
 })
 # Programs whose exit status 1 with no output means "nothing found", not "something broke".
@@ -403,20 +434,27 @@ def describe(name: str, tool_input: Any, limit: int = 120) -> str:
         one = " ".join(command.split())
         return one if len(one) <= limit else one[: limit - 1] + "…"
     target = tool_target(name, tool_input)
-    data = _as_json(tool_input)
-    ops = ""
-    text = data if isinstance(data, str) else None
-    if isinstance(data, dict):
-        for key in ("command", "input", "patch"):
-            value = data.get(key)
-            text = value[-1] if isinstance(value, list) and value and isinstance(value[-1], str) else value
-            if isinstance(text, str) and "*** Begin Patch" in text:
-                break
-            text = None
-    if isinstance(text, str):
-        found = patch_targets(text)
-        if found:
-            ops = ", ".join(f"{op} File" for op, _ in found[:3])
+    patch = patch_text(tool_input)
+    ops = ", ".join(f"{op} File" for op, _ in patch_targets(patch)[:3]) if patch else ""
     label = "apply_patch" if ops else name
     out = f"{label} ({ops}) {target}" if ops else (f"{label} {target}" if target else label)
     return out if len(out) <= limit else out[: limit - 1] + "…"
+
+
+def summary(name: str, tool_input: Any) -> str:
+    """What kind of thing a call did, without its arguments: `npm install`, `Edit syncData.ts`,
+    `apply_patch (Update File) notes.md`."""
+    command = tool_command(name, tool_input)
+    if command is not None:
+        main = parse(command).main
+        if main is None or not main.words:
+            return "a command"
+        sub = main.words[1] if len(main.words) > 1 and re.fullmatch(r"[a-z][a-z0-9:_-]*", main.words[1]) else ""
+        return f"{main.program} {sub}".strip()
+    target = tool_target(name, tool_input)
+    base = re.split(r"[\\/]", target)[-1] if target else ""
+    patch = patch_text(tool_input)
+    if patch:
+        ops = ", ".join(dict.fromkeys(f"{op} File" for op, _ in patch_targets(patch)))
+        return f"apply_patch ({ops}) {base}".strip()
+    return f"{name} {base}".strip()

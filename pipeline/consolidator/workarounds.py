@@ -42,9 +42,14 @@ class Workaround:
     added: list[str] = field(default_factory=list)
 
 
+_NEUTRAL = frozenset({"cd", "pushd", "popd", "set-location", "export", "set", "source", "."})
+
+
 def _is_inspection(run: ToolResult) -> bool:
+    """Only looks at things (moving to a folder or setting a variable on the way does not count)."""
     if run.parsed is not None and run.parsed.segments:
-        return all(sh.is_inspection(s) for s in run.parsed.segments if s.words)
+        doing = [s for s in run.parsed.segments if s.words and s.program.lower() not in _NEUTRAL]
+        return all(sh.is_inspection(s) for s in doing)
     return (run.name or "") in sh.INSPECTION
 
 
@@ -62,8 +67,8 @@ def _operands(run: ToolResult) -> set[str]:
 
 
 def _patch_ops(run: ToolResult) -> set[str]:
-    raw = run.tool_input if isinstance(run.tool_input, str) else str(run.tool_input)
-    return {op for op, _ in sh.patch_targets(raw)}
+    patch = sh.patch_text(run.tool_input)
+    return {op for op, _ in sh.patch_targets(patch)} if patch else set()
 
 
 def _identity(run: ToolResult) -> str:
