@@ -360,7 +360,7 @@ def _later_in_project(
         m for sid, said in by_session.items() if sid != message.session_id and slugs.get(sid) == slug
         for m in said if m.at is not None and m.at > message.at
     ]
-    return sorted(after, key=lambda m: (m.at, m.session_id, m.line_no))  # type: ignore[arg-type, return-value]
+    return sorted(after, key=lambda m: (m.at, m.session_id, m.line_no))
 
 
 def _turns(said: Sequence[Message], calls: Sequence[int]) -> dict[int, _Turn]:

@@ -44,7 +44,7 @@ from typing import Any
 
 from pipeline.consolidator import shell_commands as sh
 from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, MAX_QUOTE_CHARS, MIN_QUOTE_CHARS
-from pipeline.consolidator.tool_runs import Outcome, ToolResult, output_body, outcomes
+from pipeline.consolidator.tool_runs import Outcome, ToolResult, outcomes, output_body
 from pipeline.consolidator.workarounds import Workaround, find_workaround
 
 __all__ = [

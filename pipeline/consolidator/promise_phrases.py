@@ -269,7 +269,7 @@ def handoff(sentence: str) -> bool:
     """The speaker's part waits on an action of the other party, in the sentence itself (a go-ahead
     or a choice the other party is to make is not such an action)."""
     match = _HANDOFF.search(sentence)
-    return bool(match) and not _APPROVAL.search(sentence[: match.end()])
+    return match is not None and not _APPROVAL.search(sentence[: match.end()])
 
 
 def requests_action(sentence: str) -> bool:

@@ -18,14 +18,30 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from pipeline.nightly.evaluate import Evaluation
+from pipeline.consolidator.batch import BatchResult
 
 __all__ = ["BatchCost", "batch_costs", "render_markdown", "totals", "write_report"]
+
+
+class Evaluation(Protocol):
+    """What the report reads of an eval run (`pipeline.nightly.evaluate.Evaluation`)."""
+
+    engine: str
+    out_dir: Path
+    gold: Any
+    batches: list[BatchResult]
+    score: Any
+    warnings: list[str]
+
+    @property
+    def failed(self) -> Sequence[BatchResult]: ...
+
+    def to_json(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,13 @@ from __future__ import annotations
 import pytest
 
 from pipeline.consolidator import promise_phrases as pp
-from pipeline.consolidator.commitments import Message, commitment_entry, find_commitments, relayed, spoken_parts
+from pipeline.consolidator.commitments import (
+    Message,
+    commitment_entry,
+    find_commitments,
+    relayed,
+    spoken_parts,
+)
 
 
 def turn(agent: str, *, prompt: str = "Please look into it.", tools_after: bool = False, role: str = "assistant") -> list:

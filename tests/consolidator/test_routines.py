@@ -40,7 +40,7 @@ def test_a_check_run_in_most_sessions() -> None:
     runs = [ran("a", 2, "npm test -- a.spec.ts"), ran("b", 2, "npm test"), ran("c", 9, "npm run build")]
     assert kinds(find_routines(runs, ["a", "b", "c"], SLUGS)) == [("check", "npm test")]
     # in one session of four it is not the project's routine
-    assert find_routines(runs[:1] + [ran("b", 2, "ls")], ["a", "b", "c", "d"], SLUGS) == []
+    assert find_routines([*runs[:1], ran("b", 2, "ls")], ["a", "b", "c", "d"], SLUGS) == []
 
 
 def test_a_project_s_only_session_needs_repeated_checks() -> None:

@@ -22,7 +22,9 @@ from pipeline.consolidator.error_shapes import (
     error_head,
     error_lines,
     error_shape,
+    failure_lines,
     find_error_patterns,
+    normalise,
 )
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.consolidator.rules import build_answer, run_rules
@@ -385,3 +387,78 @@ def test_tidying_a_statement_twice_changes_nothing(parts: list[str]) -> None:
 def test_a_rules_statement_ending_in_code_keeps_it_whole() -> None:
     [found] = build_answer([], said(("user", "I'll rename `process_zip_contents()` tomorrow:")), ["s1"])["commitments"]
     assert found["statement"] == "The user will rename `process_zip_contents()` tomorrow."
+
+
+# --- failures of real tools: wording, thresholds, workarounds ------------------------------------
+
+
+def failed(session: str, line: int, command: str, text: str, *, code: int = 1, call_id: str | None = None) -> ToolResult:
+    return ToolResult(session, line, text, is_error=True, exit_code=code, name="Bash", tool_input={"command": command},
+                      call_id=call_id, call_line=line - 1)
+
+
+def worked(session: str, line: int, command: str, text: str = "ok") -> ToolResult:
+    return ToolResult(session, line, text, is_error=False, exit_code=0, name="Bash", tool_input={"command": command},
+                      call_line=line - 1)
+
+
+def test_failure_lines_read_what_shell_tools_print() -> None:
+    assert failure_lines("Exit code 127\n(eval):1: command not found: brew") == ["(eval):1: command not found: brew"]
+    assert failure_lines("<tool_use_error>File does not exist.</tool_use_error>") == ["File does not exist."]
+    powershell = ("Get-Content : Cannot find path 'C:\\x\\a.md' because it does not exist.\nAt line:2 char:1\n"
+                  "+ Get-Content a.md\n+ ~~~~~\n    + CategoryInfo          : ObjectNotFound: (a.md:String) [Get-Content]")
+    assert failure_lines(powershell) == ["Get-Content : Cannot find path 'C:\\x\\a.md' because it does not exist."]
+    assert failure_lines("Exit code 1\nsome progress\nmore progress") == []  # nothing says what failed
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("# Un-recognized argument -rf at index 1", "# Un-recognized argument -r at index 1"),
+        ("command timed out after 20021 milliseconds", "command timed out after 10180 milliseconds"),
+        ("fatal: pathspec 'a.md' did not match any files", "fatal: pathspec 'C:/x/b.md' did not match any files"),
+        ('error: Failed to find expected lines ["a", "b"]', 'error: Failed to find expected lines ["c", "d", "e'),
+        ("Get-Content : Cannot find path 'C:\\Users\\x\\a.md' because", "Get-Content : Cannot find path '.\\b.md' because"),
+    ],
+)
+def test_one_failure_under_different_surface_text_has_one_shape(a: str, b: str) -> None:
+    assert normalise(a) == normalise(b)
+
+
+def test_three_times_in_one_session_is_a_pattern_but_a_failing_check_is_not() -> None:
+    forbidden = "ERROR: unable to download video data: HTTP Error 403: Forbidden"
+    runs = [failed("s1", n, f"dl --try {n} https://example.test/v", f"Exit code 1\n{forbidden}") for n in (3, 6, 9)]
+    [found] = find_error_patterns(runs, ["s1"])
+    assert found.why == "repeats" and found.count == 3
+    checks = [failed("s1", n, "pytest -q tests/test_a.py", "Exit code 1\nE   AssertionError: assert 1 == 2") for n in (3, 6, 9)]
+    assert find_error_patterns(checks, ["s1"]) == []
+    assert len(find_error_patterns([*checks, failed("s2", 4, "pytest -q", "Exit code 1\nE   AssertionError: assert 1 == 2")],
+                                   ["s1", "s2"])) == 1  # across sessions a failing check is news
+
+
+def test_twice_in_one_session_counts_when_something_else_worked() -> None:
+    refused = "# Un-recognized argument -rf at index 1"
+    twice = [failed("s1", 3, "rm -rf build/tmp", f"Exit code 1\n{refused}"),
+             failed("s1", 5, "rm -r build/tmp", f"Exit code 1\n{refused.replace('-rf', '-r')}")]
+    assert find_error_patterns(twice, ["s1"]) == []
+    fix = worked("s1", 7, "node -e \"require('fs').rmSync('build/tmp', {recursive: true})\"", "")
+    [found] = find_error_patterns([*twice, fix], ["s1"])
+    assert found.why == "worked around" and found.workaround is not None and found.workaround.how == "same target"
+    candidate = build_answer([*twice, fix], [], ["s1"])["candidates"][0]
+    assert any("rmSync" in e["quote"] for e in candidate["evidence"])  # the workaround is evidence too
+    assert "`node` on the same target" in candidate["gist"]
+
+
+def test_a_subagent_is_not_a_second_session() -> None:
+    text = "Exit code 128\nfatal: Invalid path '/!': No such file or directory"
+    runs = [failed("p", 3, "git add '!/a.md'", text), failed("agent-x", 4, "git add '!/b.md'", text.replace("a.md", "b.md"))]
+    assert len(find_error_patterns(runs, ["p", "agent-x"])) == 1
+    assert find_error_patterns(runs, ["p", "agent-x"], roots={"agent-x": "p"}) == []
+
+
+def test_a_pipe_that_hid_a_failure_still_counts() -> None:
+    out = "npm warn config\nnpm error code ENOTEMPTY\nnpm error syscall rename\nnpm error path /x/node_modules/a"
+    runs = [ToolResult("s1", n, out, is_error=False, exit_code=0, name="Bash",
+                       tool_input={"command": "npm install 2>&1 | tail -20"}, call_line=n - 1) for n in (3, 5, 7)]
+    [found] = find_error_patterns(runs, ["s1"])
+    assert found.head == "ENOTEMPTY"

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.consolidator.tool_runs import ToolResult, distinct_runs, error_token_line, outcome, outcomes, output_body
+from pipeline.consolidator.tool_runs import (
+    ToolResult,
+    distinct_runs,
+    error_token_line,
+    outcome,
+    outcomes,
+    output_body,
+)
 
 
 def bash(command: str, text: str, *, exit_code: int | None = None, is_error: bool = False, line: int = 2,
