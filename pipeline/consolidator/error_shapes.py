@@ -14,8 +14,10 @@ failed call gives its **error lines**, read from the program's own output (`tool
 Each line is reduced to a **shape** by `normalise`, the one place where text is made comparable:
 quoted values, URLs, ids, hosts, paths (POSIX and Windows), file names, command-line flags and
 numbers are replaced by placeholders, so `fatal: pathspec 'a.md' did not match any files` and the same
-refusal for `b.md` group together. Two shapes that always occur in the same calls are one failure
-told twice (a chained traceback): only the one printed last is kept.
+refusal for `b.md` group together. A *missing* file or folder ("No such file or directory", "does not
+exist", "Cannot find path") is the exception: it is a fact about that file, so such failures group
+only when the same thing is missing again. Two shapes that always occur in the same calls are one
+failure told twice (a chained traceback): only the one printed last is kept.
 
 A shape is a **pattern** when, counting each call once (subagent replays removed):
 
@@ -208,6 +210,26 @@ def _cut(shape: str) -> str:
     return _CONNECTORS.sub("", text.strip(" :#>*")).strip(" :")[:80].rstrip()
 
 
+# A missing file or folder is a fact about that file: such failures recur only when the same thing
+# is missing again (agents guessing at several paths that do not exist is not a pattern).
+_MISSING = re.compile(
+    r"No such file or directory|does not exist|Cannot find path|cannot access|cannot find the (?:file|path)|"
+    r"\bENOENT\b|FileNotFoundError",
+    re.IGNORECASE,
+)
+_NAMED_THING = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|(?:[A-Za-z]:)?(?:[\\/]?[\w.~!$\-]+)?(?:[\\/][\w.~!$\- ]*[\w.~!$\-])+")
+
+
+def _missing_thing(line: str, run: ToolResult) -> str | None:
+    """What a not-found failure says is missing (None for other failures)."""
+    if not _MISSING.search(line):
+        return None
+    named = _NAMED_THING.findall(re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0])  # its first sentence names it
+    if named:
+        return "|".join(named)
+    return run.target or run.command or ""
+
+
 def _group(shape: str) -> str:
     """Shapes that differ only by a leading `error:`/`fatal:` word are one failure (a tool prints it
     on one path and not on another)."""
@@ -269,14 +291,16 @@ def find_error_patterns(
                 continue
             seen_here: set[str] = set()
             for position, line in enumerate(failure_lines(run.text)):
-                shape = _group(error_shape(line))
-                if not re.search(r"[^\W\d_]", shape.replace("<value>", "").replace("<path>", "")):
+                shown = _group(error_shape(line))
+                if not re.search(r"[^\W\d_]", shown.replace("<value>", "").replace("<path>", "")):
                     continue  # nothing but placeholders: no failure to name
+                missing = _missing_thing(line, run)
+                shape = shown if missing is None else f"{shown}\x00{missing}"
                 last_seen[shape] = max(last_seen.get(shape, -1), position)
                 if shape in seen_here:
                     continue
                 seen_here.add(shape)
-                finding = by_shape.setdefault(shape, PatternFinding(shape=shape, head=error_head(line)))
+                finding = by_shape.setdefault(shape, PatternFinding(shape=shown, head=error_head(line)))
                 finding.occurrences.setdefault(sid, []).append((run.line_no, line))
                 finding.runs.setdefault(sid, []).append(run)
                 calls.setdefault(shape, set()).add((sid, run.line_no))

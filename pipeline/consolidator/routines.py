@@ -6,10 +6,12 @@ sessions grouped by their project slug):
 
 * **an environment setting carried by many commands**: the same `VAR=value` prefix
   (`PYTHONPATH=. pytest -q`) or `export VAR=value` step on commands of two or more sessions, or on
-  three or more commands of one session. A workaround that became routine looks like this.
+  three or more commands of one session. A workaround that became routine looks like this. Settings
+  that only make output plain (`GIT_PAGER=cat`, `NO_COLOR=1`, `TERM=dumb`, …) are habits, not facts.
 * **a pinned program path**: a program called by its absolute path (`/usr/bin/snmpwalk`,
   `~/Library/Python/3.9/bin/yt-dlp`) in two or more sessions, or three or more times in one: the bare
-  name does not work (or is not the one wanted) on that machine.
+  name does not work (or is not the one wanted) on that machine. Shells (`/bin/bash script.sh`) are
+  not pinned tools.
 * **the project's routine commands**:
   - a check (tests, type checker, linter, build: `shell_commands.is_checker`) run the same way
     (same program, subcommand and flags) in most of the project's sessions (more than half, at
@@ -82,10 +84,20 @@ def _exports(seg: sh.Segment) -> list[str]:
     return []
 
 
+# Settings agents add to any command to get plain, non-interactive output: habits, not project facts.
+_HYGIENE = frozenset({
+    "PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER", "LESS", "TERM", "NO_COLOR", "FORCE_COLOR", "CLICOLOR",
+    "CLICOLOR_FORCE", "COLUMNS", "LINES", "PYTHONUNBUFFERED", "GIT_TERMINAL_PROMPT", "DEBIAN_FRONTEND", "CI",
+})
+# Shells called by their path are how a script is run, not a pinned tool.
+_SHELL_PROGRAMS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "fish", "env"})
+
+
 def _steady(value: str) -> bool:
-    """An assignment worth remembering: a literal value, not a computed one or a one-off variable."""
+    """An assignment worth remembering: a literal value, not a computed one, a one-off variable or an
+    output setting (`GIT_PAGER=cat`, `NO_COLOR=1`)."""
     name, _, val = value.partition("=")
-    return bool(name) and "$(" not in val and "`" not in val and len(value) <= 120
+    return bool(name) and name not in _HYGIENE and "$(" not in val and "`" not in val and len(value) <= 120
 
 
 def find_routines(
@@ -118,7 +130,7 @@ def find_routines(
             for value in [*prefixes, *_exports(seg)]:
                 if _steady(value):
                     note("env", value, run, run.command or seg.text)
-            if seg.words and _ABSOLUTE.match(seg.program_word) and seg.program:
+            if seg.words and _ABSOLUTE.match(seg.program_word) and seg.program and seg.program not in _SHELL_PROGRAMS:
                 note("path", seg.program_word, run, seg.text if len(seg.text) >= 16 else (run.command or seg.text))
         main = run.parsed.main if run.parsed else None
         if main is None:

@@ -462,3 +462,16 @@ def test_a_pipe_that_hid_a_failure_still_counts() -> None:
                        tool_input={"command": "npm install 2>&1 | tail -20"}, call_line=n - 1) for n in (3, 5, 7)]
     [found] = find_error_patterns(runs, ["s1"])
     assert found.head == "ENOTEMPTY"
+
+
+def test_a_missing_file_recurs_only_when_the_same_file_is_missing() -> None:
+    def missing(session: str, line: int, path: str) -> ToolResult:
+        return ToolResult(session, line, "File does not exist. Note: your current working directory is /w.",
+                          is_error=True, name="Read", tool_input={"file_path": path}, call_line=line - 1)
+
+    guesses = [missing("s1", 3, "/w/a.md"), missing("s2", 3, "/w/b.md"), missing("s2", 5, "/w/c.md")]
+    assert find_error_patterns(guesses, ["s1", "s2"]) == []
+    again = [missing("s1", 3, "/w/setup.cfg"), missing("s2", 3, "/w/setup.cfg")]
+    assert len(find_error_patterns(again, ["s1", "s2"])) == 1
+    cats = [failed(s, 3, f"cat {p}", f"Exit code 1\ncat: {p}: No such file or directory") for s, p in (("s1", "x/a"), ("s2", "x/b"))]
+    assert find_error_patterns(cats, ["s1", "s2"]) == []
