@@ -475,3 +475,10 @@ def test_a_missing_file_recurs_only_when_the_same_file_is_missing() -> None:
     assert len(find_error_patterns(again, ["s1", "s2"])) == 1
     cats = [failed(s, 3, f"cat {p}", f"Exit code 1\ncat: {p}: No such file or directory") for s, p in (("s1", "x/a"), ("s2", "x/b"))]
     assert find_error_patterns(cats, ["s1", "s2"]) == []
+
+
+@given(st.text(max_size=80), st.integers(min_value=0, max_value=10**9), st.integers(min_value=0, max_value=10**9))
+def test_normalising_is_stable_and_sets_numbers_aside(text: str, a: int, b: int) -> None:
+    once = normalise(text)
+    assert normalise(once) == once
+    assert normalise(f"{text} failed after {a} tries") == normalise(f"{text} failed after {b} tries")
