@@ -7,7 +7,8 @@ files, never the warehouse. A running batch therefore never needs the warehouse 
 trip over the driver's writes or an analyst's connection, and it can run on a machine that has no
 warehouse at all (the scale-out).
 
-    input/sessions.parquet      the batch's rows of `sessions` (all columns but the ingest state)
+    input/sessions.parquet      the batch's rows of `sessions` (the ingest state left out, but for
+                                `inherited_lines`, which the analyst views read)
     input/lines.parquet         every line of those sessions, (session_id, line_no, text)
     input/watermarks.parquet    their watermarks            } what list_sessions needs for
     input/memory_links.parquet  their links to memories     } newFromLine and linkedMemories
@@ -52,7 +53,10 @@ MARKER = "batch.json"
 _IN_BATCH = "session_id IN (SELECT unnest($ids::VARCHAR[]))"
 # What each small file holds: one query per table, the batch's ids bound as $ids.
 _TABLES: dict[str, str] = {
-    "sessions": f"SELECT * EXCLUDE (state) FROM sessions WHERE {_IN_BATCH} ORDER BY session_id",
+    # The ingest state stays behind, except what the analyst views read of it (how many leading lines a
+    # forked Codex rollout copied from its parent).
+    "sessions": "SELECT * EXCLUDE (state), json_object('inherited_lines', json_extract(state, '$.inherited_lines'))::VARCHAR "
+                f"AS state FROM sessions WHERE {_IN_BATCH} ORDER BY session_id",
     "watermarks": f"SELECT * FROM watermarks WHERE {_IN_BATCH}",
     "memory_links": f"SELECT * FROM memory_links WHERE {_IN_BATCH}",
     "memories": f"SELECT * FROM memories WHERE memory_id IN (SELECT memory_id FROM memory_links WHERE {_IN_BATCH})",
