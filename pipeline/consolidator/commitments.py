@@ -116,7 +116,9 @@ def relayed(text: str) -> bool:
 
 
 # -- sentences --------------------------------------------------------------------------------------
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|;\s+")
+# A sentence ends at . ! ? and a space, at 。！？, at ? or ! right before a CJK character (no space is
+# written there), or at "; ".
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|(?<=[?!])(?=[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])|;\s+")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
 

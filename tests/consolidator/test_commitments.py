@@ -148,3 +148,9 @@ def test_phrase_families() -> None:
     assert pp.is_requirement("We'll need a second exporter") and not pp.is_requirement("We'll ship it later")
     assert pp.deferral("after this lands") and pp.deferral("once staging runs 4.2") and not pp.deferral("after reading the file")
     assert pp.immediate("right now") and not pp.immediate("tomorrow")
+
+
+def test_sentences_end_before_cjk_text_without_a_space() -> None:
+    from pipeline.consolidator.commitments import sentences
+
+    assert sentences("要不要我先查一下?你给我路径我就补上。好的。") == ["要不要我先查一下?", "你给我路径我就补上。", "好的。"]
