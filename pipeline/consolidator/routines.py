@@ -97,7 +97,8 @@ def _steady(value: str) -> bool:
     """An assignment worth remembering: a literal value, not a computed one, a one-off variable or an
     output setting (`GIT_PAGER=cat`, `NO_COLOR=1`)."""
     name, _, val = value.partition("=")
-    return bool(name) and name not in _HYGIENE and "$(" not in val and "`" not in val and len(value) <= 120
+    return (bool(name) and name not in _HYGIENE and "$(" not in val and "`" not in val and len(value) <= 120
+            and "[REDACTED" not in val)  # a masked secret is not a setting to remember
 
 
 def find_routines(
