@@ -2,8 +2,9 @@
 
 Owns: `tools` (list_sessions, search_transcript, read_lines), `toolbox` (those tools as a model
 sees them), `contract` and `quotes` (the answer contract; where a quote is verified), `engine`
-(the engine registry), `context` (what an engine is given and hands back), `agent` (the LLM engine), `rules`,
-`error_shapes` and `commitments` (the offline engine), `artifact` (the batch folder's files),
+(the engine registry), `context` (what an engine is given and hands back), `agent` (the LLM engine),
+`rules` (the offline engine) with `tool_runs`, `shell_commands`, `error_shapes`, `workarounds`,
+`routines`, `commitments` and `promise_phrases` (its rules), `artifact` (the batch folder's files),
 `batch_input` (a batch's input, the files a running batch reads instead of the warehouse),
 `batch` (one batch end to end), `prompts` (loading the system prompt), `pending` (which sessions a
 night offers), `notebook_views` (the consolidate notebook's tables), `batch_secrets` (the secrets

@@ -1,25 +1,61 @@
-"""First-person commitments in what the user or the agent said: the rules engine's commitments.
+"""Promises left outstanding: the rules engine's commitments.
 
-Only user and agent text is read, never tool output. A sentence qualifies when its speaker commits
-themselves to future work ("I'll …", "I will …", "we'll …", "I'm going to …", "let me … later").
-Questions, conditionals and hypotheticals, negations and work announced for right now are left out;
-finished work and other people's plans never match a first-person future. The agent narrates its
-next step all the time ("I'll check the logs"), so an agent sentence counts only when it defers
-the work (after, once, before, later, a date). `resolved` is set when a later message of the same
-session reports the same work done; `dueHint` only when the sentence itself names an ISO date.
+Only what the user and the agent said is read, never tool output, and only what a person said:
+text the harness injects (tagged blocks such as `<system-reminder>`, environment context, command
+output, an IDE's "Context from my IDE setup" header before "My request for …", a compaction
+summary) is skipped. A user prompt that relays another agent's words (it opens with a speaker label
+naming an AI, `CLAUDE:`, `CODEX SAYS:`, `HANDSHAKE: Claude Code`, a one-letter label, or is signed
+`-Claude`) speaks for that agent: its promises have actor `other`.
+
+The phrase families (first-person future, hand-off, deferral, sequencing, offer, requirement,
+immediate) are in `pipeline.consolidator.promise_phrases`, for English, Chinese, Japanese, Korean,
+German, French, Spanish and Russian. A sentence is a promise when it is not a question, an offer,
+a requirement ("we will want/need …") or a negation, and:
+
+* **the agent** (or a relayed agent): the turn does not go on doing it. Narration (an "I'll …"
+  followed in the same turn by tool calls) is never a promise; a plain "I'll …" at the end of a
+  turn is not enough either. It is a promise when
+  - it defers the work beyond the turn (later, tomorrow, a follow-up, after something else lands),
+    whatever follows; or
+  - the turn ends with it (no tool call after it before the next user message) and it waits on the
+    other party: a hand-off ("send me X, I'll Y", "sobald du …, aktualisiere ich …", "你…我就…"), or a
+    sequencing word right after a sentence that asks the other party for something ("Magst du diese
+    Punkte festlegen? Danach entferne ich …");
+  - at the end of a turn, a list under a heading that hands work to the user ("What Logan needs to
+    do:", "Next steps for you:", "你需要…") is one commitment of the user's, quoted by its first item.
+* **the user**: an English first-person future that is not hypothetical ("I'll restart the
+  container myself"), or, in any language, one that defers or hands off.
+
+Work announced for right now ("now", "first", 先, jetzt, сейчас, …) is narration. `resolved` is set
+when a later message of the same session (or, given project slugs, of a later session of the same
+project) reports the same work done in English; `dueHint` only when the sentence names an ISO date.
+A promise made before a session's `new_from_line` was reported on an earlier night; it is reported
+again only when new lines show it done. Subagent files that replay their parent's messages are read
+once (the same text said by the same role in an earlier session of the batch is skipped).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pipeline.consolidator.contract import MAX_QUOTE_CHARS, is_question
+from pipeline.consolidator import promise_phrases as pp
+from pipeline.consolidator.contract import MAX_QUOTE_CHARS, MIN_QUOTE_CHARS, is_question
 
-__all__ = ["CommitmentFinding", "Message", "commitment_entry", "find_commitments", "sentences", "tidy_statement"]
+__all__ = [
+    "CommitmentFinding",
+    "Message",
+    "commitment_entry",
+    "find_commitments",
+    "relayed",
+    "sentences",
+    "spoken_parts",
+    "tidy_statement",
+]
 
 
 @dataclass(frozen=True)
@@ -31,34 +67,82 @@ class Message:
     role: str
     text: str
     at: dt.datetime | None = None  # when it was said; orders messages across sessions
+    is_prompt: bool | None = None  # what the user typed (None: unknown)
 
 
-_APOS = "['’]"
-_FIRST_PERSON = re.compile(
-    rf"\b(?P<who>I{_APOS}ll|I will|I am going to|I{_APOS}m going to|[Ww]e{_APOS}ll|[Ww]e will|"
-    rf"[Ww]e are going to|[Ww]e{_APOS}re going to|[Ll]et me)\s+(?P<rest>\S.*)$"
+# -- what was said, and by whom ---------------------------------------------------------------------
+_TAG_BLOCK = re.compile(r"<([A-Za-z][\w-]*)(?:\s[^>]*)?>.*?</\1>", re.DOTALL)
+_IDE_HEADER = re.compile(r"\A\s*# Context from my IDE setup:.*?^## My request for [^\n]*:\s*\n", re.DOTALL | re.MULTILINE)
+_SUMMARY = re.compile(
+    r"\A\s*(?:This session is being continued from a previous conversation|Summary of the conversation so far|"
+    r"Here is a summary of the conversation|<summary>)",
+    re.IGNORECASE,
 )
-_NOT = re.compile(r"^(?:not|never)\b", re.IGNORECASE)
+_AI = r"(?:claude(?: code)?|codex|gemini(?: cli)?|chatgpt|gpt[\w.-]*|copilot|cursor|grok|kimi|qwen|deepseek|llama|mistral|aider|devin|coderabbit|qodo|assistant|agent)"
+_RELAY = re.compile(
+    rf"\A\s*(?:(?:handshake|handoff|report|message|reply|response|note|from)\s*(?:from|to)?\s*:?\s*{_AI}\b"
+    rf"|{_AI}\s*(?:says|said|wrote|replied)?\s*:|[A-Z]:\s)",
+    re.IGNORECASE,
+)
+_SIGNED = re.compile(rf"(?:^|\s)[-—–]\s?{_AI}\s*$", re.IGNORECASE)
+
+
+def spoken_parts(text: str) -> list[str]:
+    """The parts of a message a person said, each a substring of `text` (empty for injected text)."""
+    if not text or _SUMMARY.match(text):
+        return []
+    stripped = text.lstrip()
+    if stripped.startswith("<") and ">" in stripped[:80] and _TAG_BLOCK.sub("", stripped).strip() == "":
+        return []
+    header = _IDE_HEADER.match(text)
+    start = header.end() if header else 0
+    parts: list[str] = []
+    pos = start
+    for block in _TAG_BLOCK.finditer(text, start):
+        if block.start() > pos:
+            parts.append(text[pos : block.start()])
+        pos = block.end()
+    parts.append(text[pos:])
+    return [p for p in parts if p.strip()]
+
+
+def relayed(text: str) -> bool:
+    """A user prompt that carries another agent's words (see the module docstring)."""
+    parts = spoken_parts(text)
+    if not parts:
+        return False
+    body = parts[0].strip()
+    return bool(_RELAY.match(body) or _SIGNED.search(body))
+
+
+# -- sentences --------------------------------------------------------------------------------------
+# A sentence ends at . ! ? and a space, at 。！？, at ? or ! right before a CJK character (no space is
+# written there), or at "; ".
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|(?<=[?!])(?=[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])|;\s+")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences (and semicolon clauses) of a message, each a substring of `text`."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        for part in _SENTENCE_END.split(line):
+            part = part.strip()
+            if part:
+                out.append(part)
+    return out
+
+
+# -- English retelling and resolution (unchanged from the English-only rules) --------------------------
+_EN_FIRST_PERSON = re.compile(
+    r"\b(?P<who>I['’]ll|I will|I am going to|I['’]m going to|[Ww]e['’]ll|[Ww]e will|"
+    r"[Ww]e are going to|[Ww]e['’]re going to|[Ll]et me)\s+(?P<rest>\S.*)$"
+)
 _CONDITIONAL = re.compile(
     r"\b(?:if|unless|would|could|might|maybe|perhaps|probably|in case|suppose|supposing|whether)\b", re.IGNORECASE
 )
-# Work announced for right now is the session doing its job, not something that outlives it.
-_IMMEDIATE = re.compile(
-    r"\b(?:now|right away|immediately|first|in a (?:moment|sec(?:ond)?|minute)|quickly|"
-    r"next(?!\s+(?:week|month|sprint|release|quarter|year|time|session|night)))\b",
-    re.IGNORECASE,
-)
-# A deferral: the work is promised for later than this turn.
-_DEFERRED = re.compile(
-    r"\b(?:after|once|before|later|tomorrow|tonight|until|when|follow[- ]up|separate (?:PR|change|commit)|"
-    r"next (?:week|month|sprint|release|quarter|year|time|session)|by (?:monday|tuesday|wednesday|thursday|"
-    r"friday|saturday|sunday|the end|end of|eod)|on (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-    r"|\d{4}-\d{2}-\d{2})\b",
-    re.IGNORECASE,
-)
 _LATER = re.compile(r"\b(?:later|tomorrow|tonight|next (?:week|month|sprint|time|session))\b", re.IGNORECASE)
 _ISO_DAY = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|;\s+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _FILLER = {"also", "just", "then", "still", "probably", "definitely", "personally", "myself", "quickly", "go", "try", "and"}
 _STOP = {
@@ -74,17 +158,6 @@ _IRREGULAR = {
     "rewrite": "rewrote", "undo": "undid", "go": "went", "give": "gave", "bring": "brought",
 }
 _PARTICIPLE = {"write": "written", "do": "done", "take": "taken", "rewrite": "rewritten", "give": "given", "go": "gone"}
-
-
-def sentences(text: str) -> list[str]:
-    """Sentences (and semicolon clauses) of a message, each a substring of `text`."""
-    out: list[str] = []
-    for line in text.split("\n"):
-        for part in _SENTENCE_END.split(line):
-            part = part.strip()
-            if part:
-                out.append(part)
-    return out
 
 
 def _past_forms(verb: str) -> set[str]:
@@ -120,9 +193,14 @@ class CommitmentFinding:
     due_hint: str | None
     resolved_at: int | None = None
     resolved_in: str | None = None  # the session of that line, when another session of the project reports it done
+    speaker: str | None = None  # "agent", "user" or "other"; by default from the role
+    why: str = "english"  # which rule: english, deferral, handoff, sequencing, user-list
+    items: tuple[str, ...] = ()  # for a user list: its items
 
     @property
     def actor(self) -> str:
+        if self.speaker:
+            return self.speaker
         return "agent" if self.role == "assistant" else "user"
 
 
@@ -136,22 +214,26 @@ def _due_hint(sentence: str) -> str | None:
     return None
 
 
-def _commitment_in(sentence: str, message: Message) -> CommitmentFinding | None:
-    if is_question(sentence):
-        return None  # a question commits nobody
-    match = _FIRST_PERSON.search(sentence)
+def _clean_quote(text: str) -> str:
+    return _BULLET.sub("", text).strip()[:MAX_QUOTE_CHARS].rstrip()
+
+
+def _english(sentence: str, message: Message, speaker: str) -> CommitmentFinding | None:
+    """The English rule: a first-person future, deferred for an agent (see the module docstring)."""
+    match = _EN_FIRST_PERSON.search(sentence)
     if match is None:
         return None
     who, rest = match.group("who"), match.group("rest")
     let_me = who.lower() == "let me"
-    if _NOT.match(rest) or _CONDITIONAL.search(sentence) or _IMMEDIATE.search(rest):
+    if re.match(r"^(?:not|never)\b", rest, re.IGNORECASE) or pp.is_requirement(sentence) or pp.is_offer(sentence):
+        return None
+    if _CONDITIONAL.search(sentence) or pp.immediate(rest):
         return None
     if let_me and not _LATER.search(rest):
         return None  # "let me look at X" is the next step, not a promise
-    if message.role == "assistant" and not _DEFERRED.search(rest):
+    if speaker != "user" and not pp.deferral(rest):
         return None  # the agent narrating what it does next
-    words = _WORD.findall(rest)
-    verbs = [w for w in words if w.lower() not in _FILLER]
+    verbs = [w for w in _WORD.findall(rest) if w.lower() not in _FILLER]
     if not verbs:
         return None
     due = _due_hint(sentence)
@@ -160,39 +242,113 @@ def _commitment_in(sentence: str, message: Message) -> CommitmentFinding | None:
         confidence = 0.55
     if due:
         confidence += 0.05
-    quote = sentence[match.start() :]
     return CommitmentFinding(
-        session_id=message.session_id,
-        line_no=message.line_no,
-        role=message.role,
-        quote=quote[:MAX_QUOTE_CHARS].rstrip(),
-        verb=verbs[0].lower(),
-        rest=rest,
-        confidence=round(min(confidence, 0.9), 2),
-        due_hint=due,
+        session_id=message.session_id, line_no=message.line_no, role=message.role,
+        quote=sentence[match.start():][:MAX_QUOTE_CHARS].rstrip(), verb=verbs[0].lower(), rest=rest,
+        confidence=round(min(confidence, 0.9), 2), due_hint=due, speaker=speaker, why="english",
     )
 
 
+@dataclass(frozen=True)
+class _Turn:
+    """Where a message sits in its turn."""
+
+    tools_after: bool  # a tool call follows it before the next user message
+    last: bool  # no later message of the same speaker before the next user message
+
+
+def _promise(sentence: str, previous: str | None, message: Message, speaker: str, turn: _Turn) -> CommitmentFinding | None:
+    """The multilingual rules for one sentence (see the module docstring)."""
+    if is_question(sentence) or pp.negated(sentence) or pp.is_requirement(sentence):
+        return None
+    english = _english(sentence, message, speaker)
+    if english is not None:
+        return english
+    future = pp.first_person_future(sentence)
+    hand = pp.handoff(sentence)
+    if future is None and not hand:
+        return None
+    if pp.is_offer(sentence) or (not hand and pp.hypothetical(sentence)):
+        return None
+    # Only the agent runs tools: a user's (or a relayed agent's) message always ends its part.
+    ends_turn = speaker != "agent" or not turn.tools_after
+    why = ""
+    if future is not None and pp.deferral(sentence[future.start():]) and not pp.immediate(sentence[future.start():]):
+        why = "deferral"
+    elif hand and ends_turn:
+        why = "handoff"
+    elif (
+        future is not None and speaker != "user" and ends_turn and turn.last and pp.sequencing(sentence)
+        and previous is not None and (is_question(previous) or pp.requests_action(previous))
+        and not pp.immediate(sentence)
+    ):
+        why = "sequencing"
+    if not why:
+        return None
+    quote = _clean_quote(sentence)
+    if len(quote) < MIN_QUOTE_CHARS:
+        return None
+    confidence = {"deferral": 0.75, "handoff": 0.7, "sequencing": 0.65}[why]
+    return CommitmentFinding(
+        session_id=message.session_id, line_no=message.line_no, role=message.role, quote=quote,
+        verb="", rest=quote, confidence=confidence, due_hint=_due_hint(sentence), speaker=speaker, why=why,
+    )
+
+
+# A heading that hands work to the user, then a list (at the end of a turn).
+_FOR_USER = re.compile(
+    r"^\s*(?:#+\s*|\*\*|__)?\s*(?:"
+    r"what\s+(?:you|[A-Z][\w-]*)\s+(?:need|needs|have|has)\s+to\s+do|next\s+steps?\s+(?:for|on)\s+(?:you|your side)|"
+    r"your\s+next\s+steps|(?:action\s+items|to-?dos?)\s+for\s+you|for\s+you\s+to\s+do|what(?:'s| is)\s+left\s+for\s+you|"
+    r"on\s+your\s+side|you(?:['’]ll| will)?\s+need\s+to(?:\s+do)?|manual\s+steps(?:\s+for\s+you)?|"
+    r"需要你|你需要|请你|請你|您需要|あなたが(?:行う|やる)こと|お願いしたいこと|직접\s*하실\s*일|해야\s*할\s*일|"
+    r"was\s+du\s+(?:noch\s+)?tun\s+musst|was\s+sie\s+(?:noch\s+)?tun\s+müssen|deine\s+nächsten\s+schritte|"
+    r"ce\s+que\s+tu\s+dois\s+faire|à\s+faire\s+de\s+ton\s+côté|de\s+ton\s+côté|lo\s+que\s+(?:tienes|necesitas)\s+que\s+hacer|"
+    r"что\s+(?:нужно|надо)\s+сделать\s+(?:вам|тебе)|вам\s+нужно|тебе\s+нужно"
+    r")\b[^\n]{0,40}?:?\s*(?:\*\*|__)?\s*:?\s*$",
+    re.IGNORECASE,
+)
+
+
+def _user_list(message: Message, part: str) -> CommitmentFinding | None:
+    lines = part.split("\n")
+    for i, line in enumerate(lines):
+        if not _FOR_USER.match(line):
+            continue
+        items: list[str] = []
+        for nxt in lines[i + 1 :]:
+            if not nxt.strip():
+                if items:
+                    break
+                continue
+            if not _BULLET.match(nxt):
+                break
+            items.append(_clean_quote(nxt))
+        items = [it for it in items if len(it) >= MIN_QUOTE_CHARS]
+        if items:
+            return CommitmentFinding(
+                session_id=message.session_id, line_no=message.line_no, role=message.role, quote=items[0],
+                verb="", rest="; ".join(items), confidence=0.7, due_hint=None, speaker="user", why="user-list",
+                items=tuple(items),
+            )
+    return None
+
+
 def _resolution(finding: CommitmentFinding, later: Sequence[Message]) -> Message | None:
-    """The first of the `later` messages that reports this work done, if any."""
+    """The first of the `later` messages that reports this (English) work done, if any."""
+    if finding.why != "english" or not finding.verb:
+        return None
     forms = _past_forms(finding.verb)
     wanted = _keywords(finding.rest) - {finding.verb}
     need = 2 if len(wanted) >= 3 else 1
     pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, forms))) + r")\b", re.IGNORECASE)
     for message in later:
         for sentence in sentences(message.text):
-            if is_question(sentence) or _FIRST_PERSON.search(sentence):
+            if is_question(sentence) or _EN_FIRST_PERSON.search(sentence):
                 continue
             if pattern.search(sentence) and len(wanted & _keywords(sentence)) >= need:
                 return message
     return None
-
-
-def _is_injected_context(text: str) -> bool:
-    # Harness-injected user messages (AGENTS.md, environment context, command output) are wrapped
-    # in tags; nobody speaks in them.
-    stripped = text.lstrip()
-    return stripped.startswith("<") and ">" in stripped[:80]
 
 
 def _later_in_project(
@@ -209,43 +365,74 @@ def _later_in_project(
     return sorted(after, key=lambda m: (m.at, m.session_id, m.line_no))
 
 
+def _turns(said: Sequence[Message], calls: Sequence[int]) -> dict[int, _Turn]:
+    """For each message of one session: does a tool call follow it in its turn, is it the turn's last?"""
+    out: dict[int, _Turn] = {}
+    user_lines = [m.line_no for m in said if m.role == "user"]
+    for i, m in enumerate(said):
+        nxt_user = next((u for u in user_lines if u > m.line_no), 1 << 62)
+        tools_after = bisect_right(calls, m.line_no) < len(calls) and calls[bisect_right(calls, m.line_no)] < nxt_user
+        last = not any(o.role == m.role and m.line_no < o.line_no < nxt_user for o in said[i + 1 :])
+        out[m.line_no] = _Turn(tools_after=tools_after, last=last)
+    return out
+
+
 def find_commitments(
     messages: Sequence[Message],
     new_from_line: Mapping[str, int] | None = None,
     slugs: Mapping[str, str | None] | None = None,
+    calls: Mapping[str, Sequence[int]] | None = None,
 ) -> list[CommitmentFinding]:
-    """First-person commitments in user and agent text, in transcript order.
+    """Promises in user and agent text, in transcript order (see the module docstring).
 
-    A commitment counts as resolved when a later message reports the work done: in the same
-    session, or (given `slugs`) in a later session of the same project. A commitment made before a
-    session's `new_from_line` was reported on an earlier night; it is reported again only when new
-    lines show it done, so that night's task can be closed.
+    `calls` gives each session's tool-call line numbers (sorted); without it no turn has tool calls.
     """
     new_from = new_from_line or {}
     by_session: dict[str, list[Message]] = {}
+    heard: dict[tuple[str, str], str] = {}
+    replayed: set[tuple[str, int]] = set()
     for message in messages:
-        if message.role in ("user", "assistant") and message.text and not _is_injected_context(message.text):
-            by_session.setdefault(message.session_id, []).append(message)
+        if message.role not in ("user", "assistant") or not message.text:
+            continue
+        key = (message.role, message.text)
+        if len(message.text) >= 40 and heard.get(key, message.session_id) != message.session_id:
+            replayed.add((message.session_id, message.line_no))  # a subagent replaying its parent's conversation
+        heard.setdefault(key, message.session_id)
+        by_session.setdefault(message.session_id, []).append(message)
     for said in by_session.values():
         said.sort(key=lambda m: m.line_no)
     found: list[CommitmentFinding] = []
     for sid, said in by_session.items():
+        turns = _turns(said, sorted((calls or {}).get(sid, ())))
         for i, message in enumerate(said):
-            for sentence in sentences(message.text):
-                finding = _commitment_in(sentence, message)
-                if finding is None:
-                    continue
+            if (sid, message.line_no) in replayed:
+                continue  # still a turn boundary above, but its words were read where they were first said
+            speaker = "agent" if message.role == "assistant" else ("other" if relayed(message.text) else "user")
+            turn = turns[message.line_no]
+            candidates: list[CommitmentFinding] = []
+            for part in spoken_parts(message.text):
+                previous: str | None = None
+                for sentence in sentences(part):
+                    finding = _promise(sentence, previous, message, speaker, turn)
+                    if finding is not None:
+                        candidates.append(finding)
+                    previous = sentence
+                if speaker == "agent" and not turn.tools_after and turn.last:
+                    listed = _user_list(message, part)
+                    if listed is not None:
+                        candidates.append(listed)
+            for finding in candidates:
                 done = _resolution(finding, said[i + 1 :])
                 if done is None and slugs:
                     done = _resolution(finding, _later_in_project(message, by_session, slugs))
                 fresh_news = done is not None and done.line_no >= new_from.get(done.session_id, 1)
                 if finding.line_no < new_from.get(sid, 1) and not fresh_news:
                     continue
-                found.append(CommitmentFinding(**{
-                    **finding.__dict__,
-                    "resolved_at": done.line_no if done else None,
-                    "resolved_in": done.session_id if done and done.session_id != sid else None,
-                }))
+                found.append(replace(
+                    finding,
+                    resolved_at=done.line_no if done else None,
+                    resolved_in=done.session_id if done and done.session_id != sid else None,
+                ))
     return found
 
 
@@ -258,6 +445,7 @@ _THIRD_PERSON = (
     (re.compile(r"\bwe\b"), "they"),
     (re.compile(r"\bus\b"), "them"),
 )
+_WHO = {"agent": "The agent", "user": "The user", "other": "Another agent"}
 
 
 # A request for a reminder tacked on at the end ("…, remind me", "(remind me later)") is not part of the work.
@@ -299,13 +487,23 @@ def tidy_statement(text: str) -> str:
     return f"{text}." if text[-1].isalnum() else text
 
 
+def _clip(text: str, limit: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1].rstrip() + "…"
+
+
 def _statement(finding: CommitmentFinding) -> str:
     """The commitment retold in the third person ("I'll fix X" → "The agent will fix X.")."""
+    who = _WHO[finding.actor]
+    if finding.why == "user-list":
+        return _clip(f"The user is to: {'; '.join(finding.items)}.", 400)
+    if finding.why != "english":
+        waits = {"handoff": " once the other party does their part", "sequencing": " once the other party answers"}
+        return _clip(f"{who} said they would do this{waits.get(finding.why, ' later')}: {finding.quote}", 400)
     rest = finding.rest
     for pattern, replacement in _THIRD_PERSON:
         rest = pattern.sub(replacement, rest)
     rest = _SECOND_PERSON.sub("the user" if finding.actor == "agent" else "the agent", rest)
-    who = "The agent" if finding.actor == "agent" else "The user"
     return tidy_statement(f"{who} will {rest}")
 
 

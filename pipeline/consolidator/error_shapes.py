@@ -1,10 +1,40 @@
-"""Recurring error shapes in failed tool calls: the rules engine's `error_pattern` candidates.
+"""Recurring failures of tool calls, reduced to their shape: the rules engine's `error_pattern` candidates.
 
-The error line of each failed tool call (a Claude Code tool_result with is_error, a Codex
-function_call_output with a non-zero exit code) is reduced to a shape: numbers, paths, ids, hosts
-and ports, and quoted values are set aside. A shape seen in at least two sessions becomes a
-candidate whose evidence is the error line, verbatim, from each session; one session failing the
-same way many times is not a pattern across sessions.
+Which calls failed is `pipeline.consolidator.tool_runs`' business (`is_error`, a non-zero exit code,
+or a pipe that hid one; no-match searches, refusals and sandbox retries are not failures). Here each
+failed call gives its **error lines**, read from the program's own output (`tool_runs.output_body`):
+
+1. lines naming an error: an exception or error class followed by a colon (`ModuleNotFoundError: …`,
+   `psycopg.errors.ObjectInUse: …`, `error[E0425]: …`, `fatal: …`, `ERROR: …`, `npm error code X`);
+2. when there is none, lines stating a failure in words shell tools use (`command not found`, `No such
+   file or directory`, `is not recognized as`, `Permission denied`, `Access is denied`, `timed out`,
+   `Unrecognized argument`, `did not match any`, `exceeds maximum`, `HTTP Error 403`, …);
+3. when there is none either, the output itself if it is a single line (`File does not exist.`).
+
+Each line is reduced to a **shape** by `normalise`, the one place where text is made comparable:
+quoted values, URLs, ids, hosts, paths (POSIX and Windows), file names, command-line flags and
+numbers are replaced by placeholders, so `fatal: pathspec 'a.md' did not match any files` and the same
+refusal for `b.md` group together. A *missing* file or folder ("No such file or directory", "does not
+exist", "Cannot find path") is the exception: it is a fact about that file, so such failures group
+only when the same thing is missing again. Two shapes that always occur in the same calls are one
+failure told twice (a chained traceback): only the one printed last is kept.
+
+A shape is a **pattern** when, counting each call once (subagent replays removed):
+
+* it occurs in **two or more sessions** of the batch (a batch holds one project's sessions), or
+* it occurs **three or more times in one session**, or
+* it occurs **twice in one session and a strong workaround followed** (`workarounds`: the same
+  program with something added, or another program on the same target): a retry failed the same
+  way and something else worked, which is exactly what the next session should know.
+
+Sessions are counted as people work: a subagent's file belongs to its parent's session. Failures of
+checks (tests, type checkers, linters, builds: `shell_commands.is_checker`) count only across
+sessions: within one session a failing test is rerun until the bug it found is fixed, which is the
+work itself, not a recurring failure.
+
+Its gist says where it happened, which commands failed, and what worked next (the workaround, from
+`pipeline.consolidator.workarounds`) when something did. A pattern is reported only when something
+of it is new to the batch (a line at or after its session's `new_from_line`).
 """
 
 from __future__ import annotations
@@ -14,7 +44,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, MAX_QUOTE_CHARS
+from pipeline.consolidator import shell_commands as sh
+from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, MAX_QUOTE_CHARS, MIN_QUOTE_CHARS
+from pipeline.consolidator.tool_runs import Outcome, ToolResult, outcomes, output_body
+from pipeline.consolidator.workarounds import Workaround, find_workaround
 
 __all__ = [
     "MAX_PATTERN_EVIDENCE",
@@ -23,22 +56,15 @@ __all__ = [
     "error_head",
     "error_lines",
     "error_shape",
+    "failure_lines",
     "find_error_patterns",
+    "normalise",
     "pattern_candidate",
 ]
 
-# One quote per session, from at most this many sessions: enough to show the spread.
+# Quotes per candidate: errors from up to this many sessions, plus the failing and working commands.
 MAX_PATTERN_EVIDENCE = 4
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """The decoded text of one failed tool call."""
-
-    session_id: str
-    line_no: int
-    text: str
-
+MAX_EVIDENCE_ITEMS = 6
 
 # "Name: message" where Name is an exception class (dotted or not), a module's errors namespace, or
 # one of the bare words tools print before a message (Error, error[E0425], fatal, panic, Failed).
@@ -47,31 +73,67 @@ _ERROR_NAME = (
     r"|errors?\.[A-Za-z_]\w*|Error|ERROR|error|Fatal|FATAL|fatal|Failed|FAILED|panic)"
 )
 _ERROR_LINE = re.compile(rf"(?<![\w.\-/])(?P<sig>(?P<name>{_ERROR_NAME})(?:\[[\w-]+\])?: +\S.*)")
-_ERRNO = re.compile(r"\bE[A-Z]{3,}\b")
+# A tool's error code line: `npm error code ENOTEMPTY`, `npm ERR! code E404`.
+_CODE_LINE = re.compile(r"(?P<sig>(?P<name>[\w.-]+ (?:error|ERR!)) code \S+)")
+_ERRNO = re.compile(r"\bE[A-Z]{3,}\b|\bE\d{3}\b")
+# Failure wording of shells and command-line tools (second choice, when no line names an error).
+_PHRASE = re.compile(
+    r"command not found|not found: |is not recognized as|No such file or directory|cannot access|Cannot find path|"
+    r"does not exist|Permission denied|Access is denied|not permitted|timed out|Un-?recognized (?:argument|option)|"
+    r"unrecognized escape|unknown (?:option|command|flag)|invalid (?:option|argument)|did not match any|"
+    r"exceeds maximum|HTTP Error \d{3}|\b(?:401|403|404|500|502|503) (?:Unauthorized|Forbidden|Not Found|"
+    r"Internal Server Error|Bad Gateway|Service Unavailable)|no matches found|has been modified since|"
+    r"not found in file|has not been read yet|Usage Error|Couldn't find|could not be found|unable to|Unable to|"
+    r"Unsupported URL|failed to (?:run|open|load|start|connect)|Failed to (?:find|run|open|load|start|connect)|"
+    r"already locked|Connection refused|could not resolve|syntax error|ParserError|"
+    r"Die Zeichenfolge hat kein Abschlusszeichen|is not a valid|not a git repository|Traceback",
+    re.IGNORECASE,
+)
+# Lines that are never the error: PowerShell's position and category lines, progress, warnings.
+_NOISE = re.compile(
+    r"^\s*(?:At line:\d+ char:\d+|\+ |~+$|CategoryInfo|FullyQualifiedErrorId|warning:|WARNING:|npm warn|"
+    r"Deprecated Feature|\[download\]|\d+%|\(use \")",
+)
 
 # Normalising: the parts that differ between two occurrences of the same failure. Order matters:
 # quoted values first (they may hold paths and numbers), numbers last.
 _NORMALISE: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|«[^»\n]*»|“[^”\n]*”"), "<value>"),
+    (re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|«[^»\n]*»|“[^”\n]*”|‘[^’\n]*’"), "<value>"),
+    (re.compile(r"\"[^\"\n]*$"), "<value>"),  # a quoted value cut off by the end of the line
+    (re.compile(r"\[?<value>(?:\s*,\s*<value>)+\]?|\[<value>\]"), "<value>"),  # a list of values is one value
     (re.compile(r"\b[a-z][a-z0-9+.\-]*://\S+"), "<url>"),
     (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<id>"),
     (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b|\blocalhost\b|\[[0-9a-fA-F:]+\]"), "<host>"),
-    (re.compile(r"(?:[A-Za-z]:)?(?:[\\/]?[\w.~\-]+)?(?:[\\/][\w.~\-]+)+[\\/]?"), "<path>"),
+    (re.compile(r"(?:[A-Za-z]:)?(?:[\\/]?[\w.~!$\-]+)?(?:[\\/][\w.~!$\- ]*[\w.~!$\-])+[\\/]?"), "<path>"),
+    (re.compile(r"(?<![\w<])[\w-]+(?:\.[\w-]+)*\.[A-Za-z][A-Za-z0-9]{0,4}\b(?!\()"), "<path>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b"), "<id>"),
+    (re.compile(r"(?<![\w/.<-])--?[A-Za-z][\w-]*"), "<flag>"),
     (re.compile(r"\d+(?:[.,]\d+)*"), "<n>"),
     (re.compile(r"\s+"), " "),
 )
 
 
+def normalise(text: str) -> str:
+    """`text` with what varies between occurrences of one failure replaced by placeholders.
+
+    The only normalisation of the rules engine: whatever must be masked or cleaned before shapes are
+    compared is applied to the text given here, never after.
+    """
+    shape = text
+    for pattern, placeholder in _NORMALISE:
+        shape = pattern.sub(placeholder, shape)
+    return shape.strip()
+
+
 def error_lines(text: str) -> list[str]:
-    """The error lines of a tool output, each cut to the part that starts at the error's name.
+    """The lines of a tool output that name an error, each cut to the part that starts at the name.
 
     Every returned string is a substring of `text` (so it can be quoted verbatim), at most
     MAX_QUOTE_CHARS long, without surrounding whitespace.
     """
     out: list[str] = []
     for line in text.split("\n"):
-        match = _ERROR_LINE.search(line)
+        match = _ERROR_LINE.search(line) or _CODE_LINE.search(line)
         if match:
             sig = match.group("sig")[:MAX_QUOTE_CHARS].strip()
             if sig:
@@ -79,72 +141,189 @@ def error_lines(text: str) -> list[str]:
     return out
 
 
+def failure_lines(text: str) -> list[str]:
+    """The error lines of a failed call's output (named errors, else failure wording, else its only
+    line; see the module docstring). Substrings of `text`, each at most MAX_QUOTE_CHARS long."""
+    body = output_body(text)
+    named = error_lines(body)
+    if named:
+        return named
+    lines = [ln.strip() for ln in body.split("\n") if ln.strip() and not _NOISE.match(ln)]
+    worded = [ln[:MAX_QUOTE_CHARS].strip() for ln in lines if _PHRASE.search(ln)]
+    if worded:
+        return worded
+    if len(lines) == 1 and len(lines[0]) >= MIN_QUOTE_CHARS:
+        return [lines[0][:MAX_QUOTE_CHARS].strip()]
+    return []
+
+
 def error_shape(line: str) -> str:
     """The line with the parts that vary between occurrences replaced by placeholders."""
-    shape = line
-    for pattern, placeholder in _NORMALISE:
-        shape = pattern.sub(placeholder, shape)
-    return shape.strip()
+    return normalise(line)
+
+
+_CONNECTORS = re.compile(r"(?:\s+(?:in|at|for|of|to|from|on|with|by|after|before|than|named|called|the|a|an))+\s*$", re.IGNORECASE)
 
 
 def error_head(line: str) -> str:
-    """A short name for the failure: the exception class, or the errno an `Error:` line names."""
-    match = _ERROR_LINE.search(line)
-    name = match.group("name") if match else line.split(":", 1)[0]
-    if name.lower() in {"error", "fatal", "failed", "panic"}:
-        errno = _ERRNO.search(line)
-        if errno:
-            return errno.group(0)
-    return name
+    """A short name for the failure: the exception class, the errno an `Error:` line names, or the
+    clause of the line that states the failure, up to the first part that varies."""
+    match = _ERROR_LINE.search(line) or _CODE_LINE.search(line)
+    if match:
+        name = match.group("name")
+        if name.lower() in {"error", "fatal", "failed", "panic"} or name.endswith(("error", "ERR!")):
+            message = re.sub(r"^(?:\[[\w-]+\])?:?\s*(?:code\s+)?", "", match.group("sig")[len(name):])
+            errno = _ERRNO.search(message)
+            if errno and errno.group(0) not in ("ERROR", "ERR"):
+                return errno.group(0)
+            head = _cut(normalise(message))
+            if len(head) >= 6:
+                return head
+        return name
+    clause = _clause(normalise(line))
+    if len(clause) >= 6:
+        return clause
+    words = re.split(r"(?<=[.;:!?])\s|\s[-–—]\s", line.strip(), maxsplit=1)[0]
+    words = re.sub(r"^[#>*\s]+", "", words).rstrip(" .;:!?")
+    return words[:60].rstrip() or line[:60]
+
+
+def _clause(shape: str) -> str:
+    """The clause of a shape that states the failure, cut before the first placeholder."""
+    phrase = _PHRASE.search(shape)
+    start = 0
+    if phrase:
+        before = [m.end() for m in re.finditer(r"[:;.]\s|^\s*[#>*]+\s*", shape[: phrase.start()])]
+        start = before[-1] if before else 0
+
+    clause = _cut(shape[start:])
+    if phrase and phrase.group(0).lower() not in clause.lower():
+        clause = _cut(shape[phrase.start():])
+    return clause
+
+
+def _cut(shape: str) -> str:
+    """A shape's opening words: quoted values and paths left out, cut at the first other placeholder,
+    bracket or clause mark, without trailing connectors."""
+    text = re.sub(r"<(?:value|path)>\s*", "", shape)
+    text = re.split(r"<|\(|[,.;:](?:\s|$)", text, maxsplit=1)[0]
+    return _CONNECTORS.sub("", text.strip(" :#>*")).strip(" :")[:80].rstrip()
+
+
+# A missing file or folder is a fact about that file: such failures recur only when the same thing
+# is missing again (agents guessing at several paths that do not exist is not a pattern).
+_MISSING = re.compile(
+    r"No such file or directory|does not exist|Cannot find path|cannot access|cannot find the (?:file|path)|"
+    r"\bENOENT\b|FileNotFoundError",
+    re.IGNORECASE,
+)
+_NAMED_THING = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|(?:[A-Za-z]:)?(?:[\\/]?[\w.~!$\-]+)?(?:[\\/][\w.~!$\- ]*[\w.~!$\-])+")
+
+
+def _missing_thing(line: str, run: ToolResult) -> str | None:
+    """What a not-found failure says is missing (None for other failures)."""
+    if not _MISSING.search(line):
+        return None
+    named = _NAMED_THING.findall(re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0])  # its first sentence names it
+    if named:
+        return "|".join(named)
+    return run.target or run.command or ""
+
+
+def _group(shape: str) -> str:
+    """Shapes that differ only by a leading `error:`/`fatal:` word are one failure (a tool prints it
+    on one path and not on another)."""
+    return re.sub(r"^(?:error|fatal|Error|ERROR|FATAL)(?:\[[\w-]+\])?:\s*", "", shape)
 
 
 @dataclass
 class PatternFinding:
-    """One error shape seen in failed tool calls of at least two sessions."""
+    """One error shape that recurs (see the module docstring for when)."""
 
     shape: str
     head: str
     # session id → [(line number, verbatim error line)], in the order seen
     occurrences: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    runs: dict[str, list[ToolResult]] = field(default_factory=dict)  # the failed calls, per session
+    workaround: Workaround | None = None
+    why: str = ""  # which threshold made it a pattern
 
     @property
     def count(self) -> int:
         return sum(len(v) for v in self.occurrences.values())
 
 
-def find_error_patterns(
-    results: Iterable[ToolResult], session_order: Sequence[str], new_from_line: Mapping[str, int] | None = None
-) -> list[PatternFinding]:
-    """Error shapes recurring across sessions.
+def _session_runs(results: Iterable[ToolResult], order: Sequence[str]) -> dict[str, list[ToolResult]]:
+    rank = {sid: i for i, sid in enumerate(order)}
+    by_session: dict[str, list[ToolResult]] = {}
+    for r in sorted(results, key=lambda r: (rank.get(r.session_id, 1 << 30), r.session_id, r.call_line or r.line_no, r.line_no)):
+        by_session.setdefault(r.session_id, []).append(r)
+    return by_session
 
-    Every distinct error shape of a failed call counts (one pytest run can fail in two unrelated
-    ways). Two shapes that occur in exactly the same calls are one failure told twice (a chained
-    traceback, say): only the one printed last, the exception finally raised, is kept. A shape is
-    reported only when something of it is new to the batch, a line at or after its session's
-    `new_from_line`, so a session that grew does not re-report what an earlier night reported.
+
+def _is_check(run: ToolResult) -> bool:
+    main = run.parsed.main if run.parsed else None
+    return main is not None and sh.is_checker(main)
+
+
+def find_error_patterns(
+    results: Iterable[ToolResult],
+    session_order: Sequence[str],
+    new_from_line: Mapping[str, int] | None = None,
+    roots: Mapping[str, str] | None = None,
+) -> list[PatternFinding]:
+    """Error shapes that recur (see the module docstring), widest spread first.
+
+    `results` are the batch's tool runs, replays already removed (`tool_runs.distinct_runs`); runs
+    built from a failed call's text alone count as failures. `roots` maps a subagent's session to
+    its parent's: a subagent file is part of its parent's session when sessions are counted.
     """
     new_from = new_from_line or {}
+    root = roots or {}
+    by_session = _session_runs(results, session_order)
+    states: dict[str, list[Outcome]] = {sid: outcomes(runs) for sid, runs in by_session.items()}
     by_shape: dict[str, PatternFinding] = {}
     calls: dict[str, set[tuple[str, int]]] = {}
     last_seen: dict[str, int] = {}
-    for result in results:
-        seen_here: set[str] = set()
-        for position, line in enumerate(error_lines(result.text)):
-            shape = error_shape(line)
-            last_seen[shape] = max(last_seen.get(shape, -1), position)
-            if shape in seen_here:
+    for sid, runs in by_session.items():
+        for run, (state, _) in zip(runs, states[sid], strict=True):
+            if state != "failed":
                 continue
-            seen_here.add(shape)
-            finding = by_shape.setdefault(shape, PatternFinding(shape=shape, head=error_head(line)))
-            finding.occurrences.setdefault(result.session_id, []).append((result.line_no, line))
-            calls.setdefault(shape, set()).add((result.session_id, result.line_no))
+            seen_here: set[str] = set()
+            for position, line in enumerate(failure_lines(run.text)):
+                shown = _group(error_shape(line))
+                if not re.search(r"[^\W\d_]", shown.replace("<value>", "").replace("<path>", "")):
+                    continue  # nothing but placeholders: no failure to name
+                missing = _missing_thing(line, run)
+                shape = shown if missing is None else f"{shown}\x00{missing}"
+                last_seen[shape] = max(last_seen.get(shape, -1), position)
+                if shape in seen_here:
+                    continue
+                seen_here.add(shape)
+                finding = by_shape.setdefault(shape, PatternFinding(shape=shown, head=error_head(line)))
+                finding.occurrences.setdefault(sid, []).append((run.line_no, line))
+                finding.runs.setdefault(sid, []).append(run)
+                calls.setdefault(shape, set()).add((sid, run.line_no))
     rank = {sid: i for i, sid in enumerate(session_order)}
     found = []
     for shape, finding in by_shape.items():
-        if len(finding.occurrences) < 2:
-            continue
         twins = [s for s in by_shape if s != shape and calls[s] == calls[shape]]
         if any((last_seen[t], t) > (last_seen[shape], shape) for t in twins):
+            continue
+        finding.workaround = _workaround(finding, by_session, states)
+        spread = len({root.get(sid, sid) for sid in finding.occurrences})
+        # A check that keeps failing in one session is a bug being fixed, not a recurring failure.
+        repeats = [
+            sum(1 for r in runs if not _is_check(r)) for runs in finding.runs.values()
+        ]
+        most = max(repeats) if repeats else 0
+        if spread >= 2:
+            finding.why = "sessions"
+        elif most >= 3:
+            finding.why = "repeats"
+        elif most == 2 and finding.workaround is not None and finding.workaround.strong:
+            finding.why = "worked around"
+        else:
             continue
         fresh = any(
             line_no >= new_from.get(sid, 1) for sid, occ in finding.occurrences.items() for line_no, _ in occ
@@ -156,22 +335,121 @@ def find_error_patterns(
     return sorted(found, key=lambda f: (-len(f.occurrences), -f.count, f.shape))
 
 
-_PLACEHOLDER = re.compile(r"<(?:value|url|id|host|path|n)>")
+_RANK = {"added": 0, "other operations": 0, "same target": 1, "same program": 2}
+
+
+def _workaround(
+    finding: PatternFinding, by_session: Mapping[str, list[ToolResult]], states: Mapping[str, list[Outcome]]
+) -> Workaround | None:
+    """What worked after a failure of the pattern: of the workarounds found after its occurrences
+    (sessions in batch order), the most telling (a setting added or another operation on the same
+    file, then another program on the same target, then the same program again), the earliest first."""
+    best: Workaround | None = None
+    for sid, failed in finding.runs.items():
+        runs = by_session[sid]
+        position = {id(r): i for i, r in enumerate(runs)}
+        for run in failed:
+            index = position[id(run)]
+            later = list(zip(runs[index + 1 :], states[sid][index + 1 :], strict=True))
+            found = find_workaround(run, later)
+            if found is not None and (best is None or _RANK[found.how] < _RANK[best.how]):
+                best = found
+    return best
+
+
+_PLACEHOLDER = re.compile(r"<(?:value|url|id|host|path|n|flag)>")
 
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def pattern_candidate(finding: PatternFinding, slugs: Mapping[str, str | None]) -> dict[str, Any]:
+def _project(slugs: Mapping[str, str | None], sessions: Sequence[str], names: Mapping[str | None, str] | None) -> str:
+    projects = sorted({(names or {}).get(slugs.get(s)) or slugs.get(s) or "unknown project" for s in sessions})
+    return ", ".join(projects)
+
+
+# A command shorter than this (`pytest -q`) says too little to stand as evidence of its own.
+_COMMAND_QUOTE_MIN = 16
+
+
+def _command_quote(run: ToolResult) -> str | None:
+    """A verbatim quote of what a run did: its command, else its target (file or patch line)."""
+    if run.command:
+        return run.command[:MAX_QUOTE_CHARS] if len(run.command.strip()) >= _COMMAND_QUOTE_MIN else None
+    patch = sh.patch_text(run.tool_input)
+    for op, path in sh.patch_targets(patch) if patch else []:
+        return f"*** {op} File: {path}"
+    if run.target and len(run.target) >= MIN_QUOTE_CHARS:
+        return run.target
+    return None
+
+
+def _evidence(finding: PatternFinding) -> list[dict[str, str]]:
+    items: list[dict[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+
+    def add(sid: str, quote: str | None) -> None:
+        quote = quote[:MAX_QUOTE_CHARS] if quote else None
+        if quote and len(quote.strip()) >= MIN_QUOTE_CHARS and (sid, quote) not in seen and len(items) < MAX_EVIDENCE_ITEMS:
+            seen.add((sid, quote))
+            items.append({"sessionId": sid, "quote": quote})
+
+    sessions = list(finding.occurrences)[:MAX_PATTERN_EVIDENCE]
+    for sid in sessions:
+        add(sid, finding.occurrences[sid][0][1])
+    if len(sessions) == 1:
+        sid = sessions[0]
+        for _, quote in finding.occurrences[sid][1:]:
+            add(sid, quote)
+        for run in finding.runs[sid][:2]:
+            add(sid, _command_quote(run))
+    else:
+        first = sessions[0]
+        add(first, _command_quote(finding.runs[first][0]))
+    if finding.workaround is not None:
+        add(finding.workaround.run.session_id, _command_quote(finding.workaround.run))
+    return items
+
+
+def _what_worked(w: Workaround) -> str:
+    what = sh.summary(w.run.name or "", w.run.tool_input)
+    where = f"line {w.run.call_line or w.run.line_no}"
+    if w.how == "added" and w.added:
+        extra = ", ".join(f"`{_clip(a, 60)}`" for a in w.added[:3])
+        return f"What worked next ({where}): the same `{what}` with {extra} added."
+    if w.how == "other operations":
+        return f"What worked next ({where}): {what}, other operations on the same file."
+    if w.how == "same target":
+        return f"What worked next ({where}): `{what}` on the same target instead."
+    return f"The next `{what}` that worked was on {where}."
+
+
+def _failed_summary(finding: PatternFinding) -> str:
+    counts: dict[str, int] = {}
+    for runs in finding.runs.values():
+        for r in runs:
+            key = sh.summary(r.name or "", r.tool_input)
+            counts[key] = counts.get(key, 0) + 1
+    shown = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"`{_clip(k, 60)}`" + (f" ×{n}" if n > 1 else "") for k, n in shown[:4]) + (" …" if len(shown) > 4 else "")
+
+
+def pattern_candidate(
+    finding: PatternFinding, slugs: Mapping[str, str | None], names: Mapping[str | None, str] | None = None
+) -> dict[str, Any]:
     sessions = list(finding.occurrences)
-    projects = sorted({slugs.get(s) or "unknown project" for s in sessions})
     quotes = {q for occ in finding.occurrences.values() for _, q in occ}
+    programs = sorted({r.program for runs in finding.runs.values() for r in runs if r.program})
+    tool = f"`{programs[0]}`" if len(programs) == 1 else "tool calls"
     # The shape is shown only when it differs from every quote: memory text never repeats a quote.
     show_shape = finding.shape not in quotes and bool(_PLACEHOLDER.search(finding.shape))
     # The error's name leads, so the memory's file name (a slug of the claim) says what it is about.
     # No count in the claim: later nights link more sessions to the same memory, and a count would go stale.
-    claim = f"{finding.head} recurs in failed tool calls across sessions"
+    if finding.why == "sessions":
+        claim = f"{finding.head} recurs in failed {tool} across sessions"
+    else:
+        claim = f"{finding.head} recurs in failed {tool} within one session"
     if show_shape:
         claim += f", as {_clip(finding.shape, 160)}"
     claim = _clip(claim + ".", MAX_CLAIM_CHARS)
@@ -181,19 +459,18 @@ def pattern_candidate(finding: PatternFinding, slugs: Mapping[str, str | None]) 
     )
     # Counted as of this batch: later nights link more sessions in the front matter, not here.
     gist = (
-        f"When first recorded, the same failure (numbers, paths, ids, hosts and quoted values set aside) "
-        f"appeared {finding.count} times in {len(sessions)} sessions of {len(projects)} project(s) "
-        f"({', '.join(projects)}): {places}. Found by the offline rules engine from the last error line "
-        f"of each failed tool call; it says nothing about the cause beyond what the error text states."
+        f"When first recorded, the same failure (quoted values, paths, ids, flags and numbers set aside) "
+        f"appeared {finding.count} times in {len(sessions)} session(s) of {_project(slugs, sessions, names)}: {places}. "
+        f"What failed: {_failed_summary(finding)}. "
     )
-    evidence = [
-        {"sessionId": sid, "quote": occ[0][1]}
-        for sid, occ in list(finding.occurrences.items())[:MAX_PATTERN_EVIDENCE]
-    ]
+    if finding.workaround is not None:
+        gist += _what_worked(finding.workaround) + " "
+    gist += "Found by the offline rules engine from the failed calls' error lines; it says nothing about the cause beyond what the error text states."
+    evidence = _evidence(finding)
     return {
         "kind": "error_pattern",
         "claim": claim,
         "gist": _clip(gist, MAX_GIST_CHARS),
-        "entities": [{"type": "error", "name": finding.head}],
+        "entities": [{"type": "error", "name": finding.head[:120]}],
         "evidence": evidence,
     }

@@ -1,11 +1,22 @@
 """The offline rules engine: what plain rules can find honestly, under the same answer contract.
 
 No model and no network. It reads every session of the batch (one `scan` entry per session in the
-tool log, every scanned session named in readSessionIds) and reports recurring error shapes
-(`pipeline.consolidator.error_shapes`) and first-person commitments (`pipeline.consolidator.commitments`). Everything is
-deterministic: same batch input, same answer. It reads the batch's input folder, never the warehouse. The answer goes through the same contract
-as a model's; a quote the checker would not find is dropped before submission rather than allowed
-to refuse the whole answer.
+tool log, every scanned session named in readSessionIds) through the analyst views: tool calls with
+their results (`tool_calls`, `tool_results`: `is_error` and `exit_code`), and what the user and the
+agent said (`messages`). Then, each rule explained in its own module:
+
+* `tool_runs`: which calls failed (and which "failures" are not: empty searches, refusals, sandbox
+  retries), subagent replays counted once;
+* `error_shapes` (with `workarounds`): failures whose normalised shape recurs, with what worked next;
+* `routines`: environment prefixes, pinned program paths, and checks or steps run in most sessions;
+* `commitments` (with `promise_phrases`): promises left outstanding at the end of a turn, in eight
+  languages.
+
+Everything is deterministic: same batch input, same answer. It reads the batch's input folder, never
+the warehouse. It refuses rather than pads: a finding the rules are not sure of is left out. The
+answer goes through the same contract as a model's; a quote the checker would not find, or that the
+memory's own text repeats, is dropped before submission rather than allowed to refuse the whole
+answer. A claim a reviewer took back (`pipeline memories drop`) is not proposed again.
 
 Secrets are masked in what the rules read before anything else happens to it (`masked`): error
 shapes are normalised from masked text, so a key can never come out of the normaliser with its
@@ -16,69 +27,120 @@ mask rule verifies against the stored lines.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import duckdb
 
 from pipeline.consolidator.commitments import Message, commitment_entry, find_commitments
 from pipeline.consolidator.context import BatchContext, EngineResult, Recorder, utc_now
-from pipeline.consolidator.contract import check_answer, written_text
-from pipeline.consolidator.error_shapes import ToolResult, find_error_patterns, pattern_candidate
+from pipeline.consolidator.contract import MIN_CANDIDATE_EVIDENCE, check_answer, written_text
+from pipeline.consolidator.error_shapes import find_error_patterns, pattern_candidate
 from pipeline.consolidator.quotes import WarehouseQuotes
+from pipeline.consolidator.routines import find_routines, project_name, routine_candidate
+from pipeline.consolidator.tool_runs import ToolResult, distinct_runs
 from pipeline.secret_gate import SecretSet
 
-__all__ = ["BatchText", "build_answer", "masked", "read_batch", "run_rules"]
-
+__all__ = ["BatchText", "build_answer", "dropped_claims", "leave_out_dropped", "masked", "read_batch", "run_rules"]
 
 @dataclass(frozen=True)
 class BatchText:
-    """What the rules read of a batch: failed tool calls, what was said, and each session's size."""
+    """What the rules read of a batch: tool runs, what was said, and each session's size and project."""
 
-    failed_calls: list[ToolResult]
+    runs: list[ToolResult]
     messages: list[Message]
     lines: dict[str, tuple[int, int]]  # session → (line count, characters)
     slugs: dict[str, str | None]
+    cwds: dict[str, str | None] = field(default_factory=dict)
+    parents: dict[str, str | None] = field(default_factory=dict)
+
+
+def _has_column(con: duckdb.DuckDBPyConnection, view: str, column: str) -> bool:
+    rows = con.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_name = ? AND column_name = ?", [view, column]
+    ).fetchall()
+    return bool(rows)
 
 
 def read_batch(con: duckdb.DuckDBPyConnection, session_ids: Sequence[str]) -> BatchText:
-    """Read the batch through the analyst views (`tool_results`, `messages`); ids are bound."""
+    """Read the batch through the analyst views (`tool_calls`, `tool_results`, `messages`); ids are bound."""
     in_batch = "session_id IN (SELECT unnest(?::VARCHAR[]))"
     ids = [list(session_ids)]
-    failed = con.execute(
-        f"SELECT session_id, line_no, text FROM tool_results WHERE is_error AND text IS NOT NULL AND {in_batch} "
-        "ORDER BY session_id, line_no",
-        ids,
+    # A warehouse whose views predate `tool_results.exit_code` reads it as unknown.
+    exit_code = "r.exit_code" if _has_column(con, "tool_results", "exit_code") else "CAST(NULL AS INTEGER)"
+    runs = con.execute(
+        f"""
+        WITH c AS (SELECT session_id, line_no, name, call_id, CAST(input AS VARCHAR) AS input FROM tool_calls WHERE {in_batch}),
+             r AS (SELECT * FROM tool_results WHERE {in_batch})
+        SELECT coalesce(c.session_id, r.session_id), coalesce(r.line_no, c.line_no), r.text, r.is_error, {exit_code},
+               c.name, c.input, coalesce(c.call_id, r.call_id), c.line_no, r.line_no IS NOT NULL
+        FROM c FULL OUTER JOIN r ON c.session_id = r.session_id AND c.call_id = r.call_id
+        ORDER BY 1, coalesce(c.line_no, r.line_no), 2
+        """,
+        [*ids, *ids],
     ).fetchall()
     said = con.execute(
-        f"SELECT session_id, line_no, role, text, \"at\" FROM messages WHERE role IN ('user', 'assistant') "
+        f"SELECT session_id, line_no, role, text, \"at\", is_prompt FROM messages WHERE role IN ('user', 'assistant') "
         f"AND text IS NOT NULL AND {in_batch} ORDER BY session_id, line_no",
         ids,
     ).fetchall()
     sizes = con.execute(
         f"SELECT session_id, count(*), sum(length(text)) FROM lines WHERE {in_batch} GROUP BY session_id", ids
     ).fetchall()
-    slugs = con.execute(f"SELECT session_id, slug FROM sessions WHERE {in_batch}", ids).fetchall()
+    about = con.execute(f"SELECT session_id, slug, cwd, parent_session_id FROM sessions WHERE {in_batch}", ids).fetchall()
     return BatchText(
-        failed_calls=[ToolResult(sid, int(n), text) for sid, n, text in failed],
-        messages=[Message(sid, int(n), role, text, at) for sid, n, role, text, at in said],
+        runs=[
+            ToolResult(sid, int(n), text or "", is_error=bool(err), exit_code=code, name=name, tool_input=inp,
+                       call_id=cid, call_line=int(cl) if cl is not None else None, has_result=bool(has))
+            for sid, n, text, err, code, name, inp, cid, cl, has in runs
+        ],
+        messages=[Message(sid, int(n), role, text, at, prompt) for sid, n, role, text, at, prompt in said],
         lines={sid: (int(count), int(chars or 0)) for sid, count, chars in sizes},
-        slugs=dict(slugs),
+        slugs={sid: slug for sid, slug, _, _ in about},
+        cwds={sid: cwd for sid, _, cwd, _ in about},
+        parents={sid: parent for sid, _, _, parent in about},
     )
 
 
 def masked(text: BatchText, known: SecretSet) -> BatchText:
-    """The batch as the rules may read it: every known secret of the batch masked in every text.
-    Only the batch's known values are masked (they were detected on the stored lines), so that the
-    contract, which masks the stored lines with the same values, finds the quotes again."""
+    """The batch as the rules may read it: every known secret of the batch masked in every text the
+    rules read (tool output, tool input, what was said). Only the batch's known values are masked
+    (they were detected on the stored lines), so that the contract, which masks the stored lines with
+    the same values, finds the quotes again."""
     if not known:
         return text
-    return BatchText(
-        failed_calls=[ToolResult(r.session_id, r.line_no, known.mask_known(r.text)) for r in text.failed_calls],
-        messages=[Message(m.session_id, m.line_no, m.role, known.mask_known(m.text), m.at) for m in text.messages],
-        lines=text.lines,
-        slugs=text.slugs,
+
+    def inp(value: Any) -> Any:
+        if isinstance(value, str):
+            return known.mask_known(value)
+        if isinstance(value, dict):
+            return {k: inp(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [inp(v) for v in value]
+        return value
+
+    return replace(
+        text,
+        runs=[replace(r, text=known.mask_known(r.text), tool_input=inp(r.tool_input)) for r in text.runs],
+        messages=[replace(m, text=known.mask_known(m.text)) for m in text.messages],
     )
+
+
+def _reading_order(session_ids: Sequence[str], parents: Mapping[str, str | None]) -> list[str]:
+    """The batch's sessions, subagent files after the others (so a replay loses to its original)."""
+    return sorted(session_ids, key=lambda s: (parents.get(s) is not None, list(session_ids).index(s)))
+
+
+def _keep_quotes_out(candidate: dict[str, Any]) -> dict[str, Any]:
+    """Memory text never repeats an evidence quote (quotes belong in the commit message): where the
+    claim or gist holds one, that mention is shortened."""
+    claim, gist = candidate["claim"], candidate["gist"]
+    for item in sorted(candidate["evidence"], key=lambda i: -len(i["quote"])):
+        quote = item["quote"]
+        short = quote[: max(1, min(40, len(quote) // 2))].rstrip() + "…"
+        claim, gist = claim.replace(quote, short), gist.replace(quote, short)
+    entities = [e for e in candidate["entities"] if not any(i["quote"] in e["name"] for i in candidate["evidence"])]
+    return {**candidate, "claim": claim, "gist": gist, "entities": entities or [{"type": "unknown", "name": "unknown"}]}
 
 
 def build_answer(
@@ -88,12 +150,28 @@ def build_answer(
     *,
     new_from_line: Mapping[str, int] | None = None,
     slugs: Mapping[str, str | None] | None = None,
+    cwds: Mapping[str, str | None] | None = None,
+    parents: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """The rules engine's answer for a batch whose every session was read (pure: no warehouse)."""
-    patterns = find_error_patterns(results, session_ids, new_from_line)
-    commitments = find_commitments(messages, new_from_line, slugs)
+    slugs = slugs or {}
+    order = _reading_order(session_ids, parents or {})
+    runs = distinct_runs(results, order)
+    names: dict[str | None, str] = {}
+    for sid in sorted(order, key=lambda s: (cwds or {}).get(s) is None):  # a session that knows its folder names it
+        names.setdefault(slugs.get(sid), project_name(slugs.get(sid), (cwds or {}).get(sid)))
+    # A subagent's file belongs to its parent's session when sessions are counted.
+    roots = {sid: parent for sid, parent in (parents or {}).items() if parent and parent in session_ids}
+    patterns = find_error_patterns(runs, order, new_from_line, roots)
+    routines = find_routines(runs, order, slugs, new_from_line, roots)
+    calls: dict[str, list[int]] = {}
+    for run in runs:
+        if run.call_line is not None:
+            calls.setdefault(run.session_id, []).append(run.call_line)
+    commitments = find_commitments(messages, new_from_line, slugs, {s: sorted(v) for s, v in calls.items()})
+    candidates = [pattern_candidate(p, slugs, names) for p in patterns] + [routine_candidate(r, names) for r in routines]
     return {
-        "candidates": [pattern_candidate(p, slugs or {}) for p in patterns],
+        "candidates": [_keep_quotes_out(c) for c in candidates],
         "commitments": [commitment_entry(c) for c in commitments],
         "readSessionIds": list(session_ids),
     }
@@ -109,7 +187,7 @@ def _drop_unquotable(answer: dict[str, Any], quotes: WarehouseQuotes) -> dict[st
     candidates = []
     for candidate in answer["candidates"]:
         evidence = ok(candidate["evidence"])
-        if len({e["sessionId"] for e in evidence}) >= 2:
+        if len(evidence) >= MIN_CANDIDATE_EVIDENCE:
             candidates.append({**candidate, "evidence": evidence})
     commitments = [c for c in answer["commitments"] if ok(c["evidence"])]
     return {**answer, "candidates": candidates, "commitments": commitments}
@@ -150,7 +228,8 @@ def run_rules(ctx: BatchContext, recorder: Recorder) -> EngineResult:
             ctx.emit("tool_call", f"scan {sid}: {count} lines", name="scan", sessionId=sid, ok=True)
         quotes = WarehouseQuotes(con, ctx.secrets)
         answer = build_answer(
-            text.failed_calls, text.messages, ctx.session_ids, new_from_line=ctx.new_from_line, slugs=text.slugs
+            text.runs, text.messages, ctx.session_ids, new_from_line=ctx.new_from_line, slugs=text.slugs,
+            cwds=text.cwds, parents=text.parents,
         )
         answer = _drop_unquotable(answer, quotes)
         # A claim a reviewer took back (`pipeline memories drop`) is not proposed again.

@@ -4,7 +4,8 @@ Owns: `driver` (one night end to end), `planner` (batches of pending sessions), 
 at a time per warehouse), `progress` (where the batches are, kept in the run folder), `kernels`
 (every papermill command line, running it with the kernel-start retry, the failing cell of an
 executed notebook), `report` (the night's HTML report), `evaluate` (an engine run over labelled
-sessions, batched as a night would, and scored against a gold file: `pipeline eval`).
+sessions, batched as a night would, and scored against a gold file: `pipeline eval`), `eval_report`
+(that run's report: scores beside tokens, cached share and cost).
 
 May import: every stage below the CLI (`corpus`, `consolidator`, `warehouse`, `cache`, `calls`,
 `anchoring`) and the cross-cutting top-level modules.

@@ -12,7 +12,9 @@ Every `evidence` item is `{"sessionId", "line", "quote"}` with the warehouse's 1
 `evaluate` plans the reviewed sessions into batches exactly as the nightly planner does, runs each
 batch with `pipeline.consolidator.batch.run_batch` (artifact folders under `out_dir`, the warehouse
 opened read-only; nothing is applied, so the corpus, tasks and watermarks are never touched) and
-scores the accepted answers with `score`:
+scores the accepted answers with `score`, then writes `eval.json`, `report.md` and `report.html` next to
+the artifact folders (`pipeline.nightly.eval_report`: the scores beside each batch's model calls,
+tokens, cached share and cost):
 
 * a proposed evidence item matches a gold one when it is in the same session and either its quote
   lies on the gold line or a line next to it (raw line text or its JSON-decoded strings), or the two
@@ -48,6 +50,7 @@ from pipeline.consolidator.engine import resolve_engine
 from pipeline.consolidator.quotes import quote_in_line
 from pipeline.errors import UsageError
 from pipeline.nightly import planner
+from pipeline.nightly.eval_report import batch_costs, totals, write_report
 from pipeline.warehouse import db as warehouse
 
 __all__ = [
@@ -393,6 +396,8 @@ class Evaluation:
     batches: list[BatchResult]
     score: Score
     warnings: list[str]
+    model: str | None = None
+    base_url: str | None = None
 
     @property
     def failed(self) -> list[BatchResult]:
@@ -404,8 +409,13 @@ class Evaluation:
         cover only what the accepted batches proposed)."""
         return 1 if self.failed else 0
 
+    @property
+    def report_path(self) -> Path:
+        return self.out_dir / "report.md"
+
     def to_json(self) -> dict[str, Any]:
         s = self.score
+        costs = {c.batch_id: c for c in batch_costs(self)}
         return {
             "memories": s.memories.model_dump(),
             "commitments": s.commitments.model_dump(),
@@ -419,9 +429,13 @@ class Evaluation:
             "batches": [
                 {"batchId": b.manifest.batch_id, "sessionIds": b.manifest.session_ids, "outcome": b.outcome,
                  "reason": b.reason, "outDir": str(b.out_dir), "tokens": b.run.tokens.model_dump(mode="json"),
-                 "cachedShare": b.run.cached_share}
+                 "cachedShare": b.run.cached_share, "model": costs[b.manifest.batch_id].model,
+                 "modelCalls": costs[b.manifest.batch_id].calls, "costUsd": costs[b.manifest.batch_id].cost_usd}
                 for b in self.batches
             ],
+            "model": self.model,
+            "totals": totals(list(costs.values())),
+            "report": str(self.report_path),
             "warnings": self.warnings,
         }
 
@@ -522,10 +536,15 @@ def evaluate(
         results.append(result)
         if result.answer is not None:
             proposals.extend(proposals_from(result.answer, b.batch_id))
-    return Evaluation(
+    models = [b.run.model or b.manifest.model for b in results if (b.run.model or b.manifest.model)]
+    evaluation = Evaluation(
         engine=chosen, out_dir=folder, gold=gold, batches=results,
         score=score(gold, proposals, lines, engine=chosen), warnings=warnings,
+        model=model or (models[0] if models else None),
+        base_url=base_url or (os.environ.get("OPENAI_BASE_URL") or None if chosen == "openai" else None),
     )
+    write_report(evaluation, model=evaluation.model, base_url=evaluation.base_url)
+    return evaluation
 
 
 # -- the table -------------------------------------------------------------------------------------------
@@ -556,6 +575,11 @@ def render_table(evaluation: Evaluation) -> str:
         )
     rows.append("")
     rows.append(f"not_commitment items proposed as commitments: {s.falseCommitments} of {s.notCommitments}")
+    t = totals(batch_costs(evaluation))
+    cost = "no price" if t["costUsd"] is None else f"${t['costUsd']:.4f}"
+    share = "–" if t["cachedShare"] is None else f"{t['cachedShare']:.3f}"
+    rows.append(f"model calls {t['calls']}, prompt tokens {t['prompt']:,} (cached share {share}), "
+                f"completion tokens {t['completion']:,}, cost {cost}; report: {evaluation.report_path}")
     for b in evaluation.failed:
         rows.append(f"batch {b.manifest.batch_id} ended {b.outcome}: {b.reason} (its sessions proposed nothing)")
     examples = s.unmatchedExamples

@@ -140,7 +140,12 @@ def test_artifacts_go_to_a_temporary_folder_by_default(wh: Path, tmp_path: Path,
     assert code == 0
     out = Path(doc["outDir"])
     assert out.is_dir() and out.name.startswith("pipeline-eval-")
-    assert [p.name for p in out.iterdir()] == [doc["batches"][0]["batchId"]]
+    assert sorted(p.name for p in out.iterdir()) == sorted([doc["batches"][0]["batchId"], "eval.json", "report.md", "report.html"])
+    # the report of a rules run: scores, and a cost of nothing (no model call)
+    assert json.loads((out / "eval.json").read_text(encoding="utf-8")) == doc
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "| memories |" in report and "Model calls: 0" in report and "cost $0.0000" in report
+    assert doc["totals"]["calls"] == 0 and doc["totals"]["costUsd"] == 0.0 and doc["report"] == str(out / "report.md")
 
 
 @pytest.fixture
@@ -194,6 +199,20 @@ def test_the_openai_engine_against_the_fake_server(wh: Path, fake: FakeOpenAI, t
     [batch] = doc["batches"]
     assert batch["outcome"] == "accepted" and batch["tokens"]["prompt"] > 0
     assert len(fake.requests) == 3
+    # The run's report puts the model's tokens, cached share and cost beside its scores.
+    totals = doc["totals"]
+    assert totals["calls"] == batch["modelCalls"] == 3 and totals["prompt"] == batch["tokens"]["prompt"]
+    assert totals["cached"] == batch["tokens"]["cached"] and totals["cached"] > 0  # the fake caches shared prefixes
+    assert totals["cachedShare"] == round(totals["cached"] / totals["prompt"], 4)
+    assert doc["model"] == "fake-model" and batch["model"] == "fake-model"
+    out = tmp_path / "out"
+    assert json.loads((out / "eval.json").read_text(encoding="utf-8")) == doc
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "model fake-model" in report and f"endpoint: `{fake.base_url}`" in report
+    assert f"prompt tokens {totals['prompt']:,}" in report and f"cached share {totals['cachedShare']:.3f}" in report
+    assert ("no price" if totals["costUsd"] is None else f"${totals['costUsd']:.4f}") in report
+    assert "<table>" in (out / "report.html").read_text(encoding="utf-8")
+    assert "OPENAI_API_KEY" not in report
 
 
 def test_a_failed_batch_exits_1_and_is_named(wh: Path, fake: FakeOpenAI, tmp_path: Path, capsys) -> None:

@@ -172,15 +172,22 @@ def test_quote_in_line_mask_rule_on_raw_and_decoded_text() -> None:
 
 def test_the_rules_engine_masks_before_it_normalises() -> None:
     """The shape of an error holding a key never keeps the key with its digits turned into <n>."""
-    results = [ToolResult("s1", 1, ERROR.format(key=STRIPE)), ToolResult("s2", 1, ERROR.format(key=STRIPE_2))]
-    known = SecretSet.from_lines(r.text for r in results)
-    text = masked(BatchText(failed_calls=results, messages=[], lines={}, slugs={}), known)
-    answer = build_answer(text.failed_calls, [], ["s1", "s2"])
-    [cand] = answer["candidates"]
+    results = [
+        ToolResult(s, 2, ERROR.format(key=key), name="Bash", call_line=1,
+                   tool_input={"command": f"STRIPE_KEY={key} python charge.py --amount 10"})
+        for s, key in (("s1", STRIPE), ("s2", STRIPE_2))
+    ]
+    known = SecretSet.from_lines([*(r.text for r in results), *(str(r.tool_input) for r in results)])
+    text = masked(BatchText(runs=results, messages=[], lines={}, slugs={}), known)
+    answer = build_answer(text.runs, [], ["s1", "s2"])
+    [cand] = answer["candidates"]  # no routine: a masked secret is not a setting to remember
     dumped = json.dumps(answer)
     for key in (STRIPE, STRIPE_2):
         assert key[10:] not in dumped and not known.leaks(dumped)
-    assert [e["quote"] for e in cand["evidence"]] == [ERROR.format(key="[REDACTED:stripe-key]")] * 2
+    # the error lines, and the commands that carried the key, are quoted with the key masked
+    quotes = [e["quote"] for e in cand["evidence"]]
+    assert quotes[:2] == [ERROR.format(key="[REDACTED:stripe-key]")] * 2
+    assert all(STRIPE not in q and STRIPE_2 not in q for q in quotes)
 
 
 def test_summarise_counts_secrets_found_and_masked_per_kind(wh: Path) -> None:

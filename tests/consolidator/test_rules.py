@@ -22,7 +22,9 @@ from pipeline.consolidator.error_shapes import (
     error_head,
     error_lines,
     error_shape,
+    failure_lines,
     find_error_patterns,
+    normalise,
 )
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.consolidator.rules import build_answer, run_rules
@@ -77,20 +79,36 @@ def test_no_decoy_and_no_one_off_is_reported(answer: dict[str, Any]) -> None:
         assert not any(o["quote"] in quoted for o in decoy["occurrences"]), decoy["id"]
     one_offs = [t["quote"] for t in EXPECTED["tool_errors"] if t["tag"] == "one-off"]
     assert not any(any(q in o or o in q for o in one_offs) for q in quoted)
-    # nothing beyond the planted patterns
-    assert len(answer["candidates"]) == len(EXPECTED["patterns"])
-    assert {c["kind"] for c in answer["candidates"]} == {"error_pattern"}
+    # nothing beyond the planted patterns and the planted workarounds
+    assert len(answer["candidates"]) == len(EXPECTED["patterns"]) + len(EXPECTED["workarounds"])
+    assert {c["kind"] for c in answer["candidates"]} == {"error_pattern", "procedural"}
+
+
+def test_every_planted_workaround_is_found_as_a_procedure(answer: dict[str, Any]) -> None:
+    procedures = [c for c in answer["candidates"] if c["kind"] == "procedural"]
+    for planted in EXPECTED["workarounds"]:
+        owners = [
+            c for c in procedures
+            if {o["sessionId"] for o in planted["occurrences"]} <= {e["sessionId"] for e in c["evidence"]}
+            and all(any(o["quote"] in e["quote"] for e in c["evidence"]) for o in planted["occurrences"])
+        ]
+        assert len(owners) == 1, planted["id"]
+    assert len(procedures) == len(EXPECTED["workarounds"]) == 2
 
 
 def test_candidates_read_well(answer: dict[str, Any]) -> None:
     for candidate in answer["candidates"]:
         assert len({e["sessionId"] for e in candidate["evidence"]}) >= 2
-        assert candidate["entities"] and all(e["type"] == "error" for e in candidate["entities"])
+        assert candidate["entities"]
+        if candidate["kind"] == "error_pattern":
+            assert all(e["type"] == "error" for e in candidate["entities"])
         for e in candidate["evidence"]:
             # memory text never repeats a quote (the corpus keeps quotes in commit messages only)
             assert e["quote"] not in candidate["claim"] and e["quote"] not in candidate["gist"]
-    heads = {c["entities"][0]["name"] for c in answer["candidates"]}
+    heads = {c["entities"][0]["name"] for c in answer["candidates"] if c["kind"] == "error_pattern"}
     assert heads == {"psycopg.OperationalError", "ModuleNotFoundError", "EADDRINUSE"}
+    claims = " ".join(c["claim"] for c in answer["candidates"] if c["kind"] == "procedural")
+    assert "PGPORT=5433" in claims and ".pytest_cache" in claims
 
 
 def test_every_planted_commitment_is_found_as_planted(answer: dict[str, Any]) -> None:
@@ -125,7 +143,10 @@ def test_the_measurement_in_numbers(answer: dict[str, Any]) -> None:
     assert (decoys, len(EXPECTED["decoys"])) == (0, 2)
     assert (commitments, len(EXPECTED["commitments"])) == (8, 8)
     assert (non, len(EXPECTED["non_commitments"])) == (0, 10)
-    assert len(answer["candidates"]) == 3 and len(answer["commitments"]) == 8
+    procedures = " ".join(e["quote"] for c in answer["candidates"] if c["kind"] == "procedural" for e in c["evidence"])
+    workarounds = sum(all(o["quote"] in procedures for o in w["occurrences"]) for w in EXPECTED["workarounds"])
+    assert (workarounds, len(EXPECTED["workarounds"])) == (2, 2)
+    assert len(answer["candidates"]) == 5 and len(answer["commitments"]) == 8
 
 
 def test_every_scanned_session_is_named_and_logged(source: BatchInput, all_ids: list[str]) -> None:
@@ -153,7 +174,9 @@ def test_a_batch_of_one_session_has_no_cross_session_pattern(wh: Path, tmp_path:
     ctx = BatchContext(run_id="r", batch_id="b", source=snapshot(wh, [a2], tmp_path / "input"), session_ids=(a2,), budgets=Budgets())
     result = run_rules(ctx, Recorder("r", "b"))
     assert result.outcome == "accepted" and result.answer is not None
-    assert result.answer.candidates == []  # ObjectInUse twice in one session is not a pattern
+    # ObjectInUse twice in one session is not a pattern; the PGPORT prefix on five commands is a routine
+    assert [c.kind for c in result.answer.candidates] == ["procedural"]
+    assert "PGPORT=5433" in result.answer.candidates[0].claim
     assert [c.evidence[0].quote for c in result.answer.commitments] == [
         "I'll restart the Postgres container myself and tell you when it's up."]
 
@@ -198,7 +221,11 @@ def test_error_lines_are_verbatim_substrings() -> None:
     [
         ("psycopg.errors.ObjectInUse: database 'x' is in use", "psycopg.errors.ObjectInUse"),
         ("Error: listen EADDRINUSE: address already in use :::3000", "EADDRINUSE"),
-        ("error[E0425]: cannot find value `x` in this scope", "error"),
+        ("error[E0425]: cannot find value `x` in this scope", "cannot find value in this scope"),
+        ("fatal: Invalid path '/!': No such file or directory", "Invalid path"),
+        ("command timed out after 20021 milliseconds", "command timed out"),
+        ("File content (40766 tokens) exceeds maximum allowed tokens (10000).", "exceeds maximum allowed tokens"),
+        ("npm error code ENOTEMPTY", "ENOTEMPTY"),
         ("ModuleNotFoundError: No module named 'yaml'", "ModuleNotFoundError"),
     ],
 )
@@ -360,3 +387,98 @@ def test_tidying_a_statement_twice_changes_nothing(parts: list[str]) -> None:
 def test_a_rules_statement_ending_in_code_keeps_it_whole() -> None:
     [found] = build_answer([], said(("user", "I'll rename `process_zip_contents()` tomorrow:")), ["s1"])["commitments"]
     assert found["statement"] == "The user will rename `process_zip_contents()` tomorrow."
+
+
+# --- failures of real tools: wording, thresholds, workarounds ------------------------------------
+
+
+def failed(session: str, line: int, command: str, text: str, *, code: int = 1, call_id: str | None = None) -> ToolResult:
+    return ToolResult(session, line, text, is_error=True, exit_code=code, name="Bash", tool_input={"command": command},
+                      call_id=call_id, call_line=line - 1)
+
+
+def worked(session: str, line: int, command: str, text: str = "ok") -> ToolResult:
+    return ToolResult(session, line, text, is_error=False, exit_code=0, name="Bash", tool_input={"command": command},
+                      call_line=line - 1)
+
+
+def test_failure_lines_read_what_shell_tools_print() -> None:
+    assert failure_lines("Exit code 127\n(eval):1: command not found: brew") == ["(eval):1: command not found: brew"]
+    assert failure_lines("<tool_use_error>File does not exist.</tool_use_error>") == ["File does not exist."]
+    powershell = ("Get-Content : Cannot find path 'C:\\x\\a.md' because it does not exist.\nAt line:2 char:1\n"
+                  "+ Get-Content a.md\n+ ~~~~~\n    + CategoryInfo          : ObjectNotFound: (a.md:String) [Get-Content]")
+    assert failure_lines(powershell) == ["Get-Content : Cannot find path 'C:\\x\\a.md' because it does not exist."]
+    assert failure_lines("Exit code 1\nsome progress\nmore progress") == []  # nothing says what failed
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("# Un-recognized argument -rf at index 1", "# Un-recognized argument -r at index 1"),
+        ("command timed out after 20021 milliseconds", "command timed out after 10180 milliseconds"),
+        ("fatal: pathspec 'a.md' did not match any files", "fatal: pathspec 'C:/x/b.md' did not match any files"),
+        ('error: Failed to find expected lines ["a", "b"]', 'error: Failed to find expected lines ["c", "d", "e'),
+        ("Get-Content : Cannot find path 'C:\\Users\\x\\a.md' because", "Get-Content : Cannot find path '.\\b.md' because"),
+    ],
+)
+def test_one_failure_under_different_surface_text_has_one_shape(a: str, b: str) -> None:
+    assert normalise(a) == normalise(b)
+
+
+def test_three_times_in_one_session_is_a_pattern_but_a_failing_check_is_not() -> None:
+    forbidden = "ERROR: unable to download video data: HTTP Error 403: Forbidden"
+    runs = [failed("s1", n, f"dl --try {n} https://example.test/v", f"Exit code 1\n{forbidden}") for n in (3, 6, 9)]
+    [found] = find_error_patterns(runs, ["s1"])
+    assert found.why == "repeats" and found.count == 3
+    checks = [failed("s1", n, "pytest -q tests/test_a.py", "Exit code 1\nE   AssertionError: assert 1 == 2") for n in (3, 6, 9)]
+    assert find_error_patterns(checks, ["s1"]) == []
+    assert len(find_error_patterns([*checks, failed("s2", 4, "pytest -q", "Exit code 1\nE   AssertionError: assert 1 == 2")],
+                                   ["s1", "s2"])) == 1  # across sessions a failing check is news
+
+
+def test_twice_in_one_session_counts_when_something_else_worked() -> None:
+    refused = "# Un-recognized argument -rf at index 1"
+    twice = [failed("s1", 3, "rm -rf build/tmp", f"Exit code 1\n{refused}"),
+             failed("s1", 5, "rm -r build/tmp", f"Exit code 1\n{refused.replace('-rf', '-r')}")]
+    assert find_error_patterns(twice, ["s1"]) == []
+    fix = worked("s1", 7, "node -e \"require('fs').rmSync('build/tmp', {recursive: true})\"", "")
+    [found] = find_error_patterns([*twice, fix], ["s1"])
+    assert found.why == "worked around" and found.workaround is not None and found.workaround.how == "same target"
+    candidate = build_answer([*twice, fix], [], ["s1"])["candidates"][0]
+    assert any("rmSync" in e["quote"] for e in candidate["evidence"])  # the workaround is evidence too
+    assert "`node` on the same target" in candidate["gist"]
+
+
+def test_a_subagent_is_not_a_second_session() -> None:
+    text = "Exit code 128\nfatal: Invalid path '/!': No such file or directory"
+    runs = [failed("p", 3, "git add '!/a.md'", text), failed("agent-x", 4, "git add '!/b.md'", text.replace("a.md", "b.md"))]
+    assert len(find_error_patterns(runs, ["p", "agent-x"])) == 1
+    assert find_error_patterns(runs, ["p", "agent-x"], roots={"agent-x": "p"}) == []
+
+
+def test_a_pipe_that_hid_a_failure_still_counts() -> None:
+    out = "npm warn config\nnpm error code ENOTEMPTY\nnpm error syscall rename\nnpm error path /x/node_modules/a"
+    runs = [ToolResult("s1", n, out, is_error=False, exit_code=0, name="Bash",
+                       tool_input={"command": "npm install 2>&1 | tail -20"}, call_line=n - 1) for n in (3, 5, 7)]
+    [found] = find_error_patterns(runs, ["s1"])
+    assert found.head == "ENOTEMPTY"
+
+
+def test_a_missing_file_recurs_only_when_the_same_file_is_missing() -> None:
+    def missing(session: str, line: int, path: str) -> ToolResult:
+        return ToolResult(session, line, "File does not exist. Note: your current working directory is /w.",
+                          is_error=True, name="Read", tool_input={"file_path": path}, call_line=line - 1)
+
+    guesses = [missing("s1", 3, "/w/a.md"), missing("s2", 3, "/w/b.md"), missing("s2", 5, "/w/c.md")]
+    assert find_error_patterns(guesses, ["s1", "s2"]) == []
+    again = [missing("s1", 3, "/w/setup.cfg"), missing("s2", 3, "/w/setup.cfg")]
+    assert len(find_error_patterns(again, ["s1", "s2"])) == 1
+    cats = [failed(s, 3, f"cat {p}", f"Exit code 1\ncat: {p}: No such file or directory") for s, p in (("s1", "x/a"), ("s2", "x/b"))]
+    assert find_error_patterns(cats, ["s1", "s2"]) == []
+
+
+@given(st.text(max_size=80), st.integers(min_value=0, max_value=10**9), st.integers(min_value=0, max_value=10**9))
+def test_normalising_is_stable_and_sets_numbers_aside(text: str, a: int, b: int) -> None:
+    once = normalise(text)
+    assert normalise(once) == once
+    assert normalise(f"{text} failed after {a} tries") == normalise(f"{text} failed after {b} tries")

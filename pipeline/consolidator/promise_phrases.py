@@ -1,0 +1,277 @@
+"""How people say they will do something, in eight languages: the phrase families the commitment rules use.
+
+Each family is a grammar pattern, not a list of sentences. For every language (English, Chinese,
+Japanese, Korean, German, French, Spanish, Russian) the module knows:
+
+* **first-person future**: the forms that put the speaker's own work in the future ("I'll", "I will",
+  "I'm going to", "we'll"; 我会/我來/我就/我再; 〜します/〜しておきます; -ㄹ게요/-겠습니다; "ich werde" and the
+  verb-second inversion after "dann/danach/sobald …," ("Danach entferne ich …"); "je vais", the future
+  in -rai; "voy a", the future in -ré; a perfective first-person verb, with or without я);
+* **hand-off**: the speaker's future made conditional on the other party's *action*: a condition on
+  "you" ("once you …, I'll", "sobald du …", "你…我就…", "〜たら…します", "…주시면 …게요") or a request
+  followed by the speaker's part ("send me X and I'll Y", "пришлите мне, я попробую", "跟我說我來處理");
+* **deferral**: words that put the work beyond the current turn (later, tomorrow, next time, a
+  follow-up, after something else lands; später, plus tard, más tarde, потом, 稍后, 後で, 나중에);
+* **sequencing**: words that only order steps ("then", "after that", dann, danach, ensuite, luego,
+  затем, 然后, それから, 그다음): a promise only when the turn ends there;
+* **offers**: the other party's *wish* as the condition ("if you want, I can …", "Want me to …?",
+  si tu veux, wenn du möchtest, если хочешь, 如果你愿意, よろしければ, 원하시면), and "I can" forms;
+* **requirements**: "we will want/need/have to …": what something needs, not who will do it;
+* **immediate**: words that make the future the very next step (now, first, right away; jetzt,
+  zunächst, maintenant, d'abord, ahora, сейчас, сначала, 先, 现在, まず, 먼저): narration.
+
+`pipeline.consolidator.commitments` decides with these which sentences are promises.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "deferral",
+    "first_person_future",
+    "handoff",
+    "hypothetical",
+    "immediate",
+    "is_offer",
+    "is_requirement",
+    "negated",
+    "requests_action",
+    "sequencing",
+]
+
+_A = "['’]"
+_I = re.IGNORECASE
+
+# -- first-person future ---------------------------------------------------------------------------
+_EN_FUTURE = re.compile(
+    rf"\b(?:I{_A}ll|I will|I shall|I am going to|I{_A}m going to|[Ww]e{_A}ll|[Ww]e will|[Ww]e are going to|"
+    rf"[Ww]e{_A}re going to|[Ll]et me)\b"
+)
+_ZH_FUTURE = re.compile(r"我(?:们|們)?(?:会|會|将|將|来|來|就|再|去|马上|馬上|稍后|稍後|之后|之後|晚点|晚點|回头|回頭|这就|這就)")
+_JA_FUTURE = re.compile(
+    r"(?:(?:私|僕|わたし|こちら)(?:が|で|の方で|は)[^。！？]*?)?"
+    r"(?:し|やり|送り|直し|入れ|作り|書き|調べ|試し|見|進め|まとめ|対応し|確認し|修正し|追加し|更新し|実装し|反映し|削除し|作成し)"
+    r"(?:ます|ておきます|ておく|ましょう)(?![かし])"
+)
+_KO_FUTURE = re.compile(r"[가-힣](?:게요|게|겠습니다|겠어요)(?=[\s.!,]|$)")
+_DE_FUTURE = re.compile(
+    r"\b(?:ich werde|wir werden|ich kümmere mich|ich melde mich)\b"
+    r"|\b(?!(?:habe|hätte|könnte|würde|möchte|sollte|müsste|dürfte|wäre|bitte|danke|gerne)\b)[a-zäöüß]{3,}e\s+ich\b"
+    r"|\b(?:dann|danach|anschließend|später|morgen|als nächstes|im anschluss)\s+(?!ich\b)[a-zäöüß]+e?\s+ich\b"
+    r"|,\s*(?!ich\b)[a-zäöüß]+e?\s+ich\b",
+    _I,
+)
+_FR_FUTURE = re.compile(
+    rf"\b(?:je vais|nous allons|on va|je m{_A}en occupe|je (?:te|vous) (?:dis|préviens|envoie|renvoie))\b"
+    rf"|\b(?:je|j{_A})\s*(?:(?:l|le|la|les|te|vous|en|y){_A}?\s*)?[a-zéèêàâîôûç]+rai\b"
+    rf"|\bnous\s+(?:(?:l|le|la|les|vous|en|y){_A}?\s*)?[a-zéèêàâîôûç]+rons\b"
+    r"|\bon\s+(?:fera|ajoutera|corrigera|mettra|reprendra|traitera|complètera|complétera|finira|verra|passera|regardera)\b",
+    _I,
+)
+_ES_FUTURE = re.compile(r"\b(?:voy a|vamos a|me encargo|te (?:aviso|envío|mando|paso))\b|\b[a-záéíóúñ]+(?:aré|eré|iré)\b", _I)
+_RU_FUTURE = re.compile(
+    r"\bя\s+(?:не\s+)?(?:буду\s+)?[а-яё]+(?:ю|у|ам)\b"
+    r"|(?:^|[,—–-]\s*|\b(?:потом|затем|позже|тогда|и)\s+)"
+    r"(?:по|при|пере|пред|до|за|на|об|от|вы|раз|рас|про|под|с|у|о)[а-яё]{2,}(?:ю|у)\b",
+    _I,
+)
+_FUTURES = (_EN_FUTURE, _ZH_FUTURE, _JA_FUTURE, _KO_FUTURE, _DE_FUTURE, _FR_FUTURE, _ES_FUTURE, _RU_FUTURE)
+
+
+def first_person_future(sentence: str) -> re.Match[str] | None:
+    """Where the speaker's own future work starts in `sentence`, if it has any (earliest match)."""
+    best: re.Match[str] | None = None
+    for pattern in _FUTURES:
+        match = pattern.search(sentence)
+        if match and (best is None or match.start() < best.start()):
+            best = match
+    return best
+
+
+# -- offers, requirements, negation, immediacy -----------------------------------------------------
+_OFFER = re.compile(
+    r"\bif (?:you|u) (?:want|wish|like|prefer|need|would like|'d like)\b|\bif you(?:'d| would)? like\b|\bif needed\b|"
+    r"\bif (?:that|this) helps\b|\bwant me to\b|\bshould I\b|\bshall I\b|\bwould you like\b|\bdo you want\b|"
+    r"\bhappy to\b|\bI can\b|\bI could\b|\bwe can\b|\bwe could\b|\bI(?:'d| would) be glad\b|\bfeel free\b|"
+    r"\bunless you\b|\blet me know if\b|"
+    # an open request for the other party's choice, or a contingency, is an offer of service
+    rf"\b(?:you|they|he|she)(?:{_A}d| would)? (?:like|want|wants|prefer|need|needs|wish)\b|\bwhat(?:ever)? you (?:want|need|prefer)\b|"
+    r"\bif\b[^,.;]{0,60}\bneeds?\b|"
+    r"\bif (?:you|u) (?:see|hit|run into|notice|encounter|spot|can|could|are able|have any|get any)\b|"
+    rf"\b(?:I{_A}ll|I will)\s+(?:proceed|continue|go ahead|do it|do that|do so|help|take it from there|get started|"
+    r"start|execute it|pivot|handle it|handle that|assist|adjust|look into it|take a look|dig in)\b[\s.!]*$|"
+    r"如果你(?:愿意|願意|想|需要|要)|你(?:要|想)的话|你(?:要|想)的話|需要的话|需要的話|要不要|是否|我可以|可以吗|可以嗎|"
+    r"よろしければ|必要であれば|必要なら|ご希望|しましょうか|しますか|できます|"
+    r"원하시면|원하면|필요하시면|필요하면|할까요|드릴까요|수 있어요|수 있습니다|"
+    r"\b(?:wenn|falls) (?:du|Sie) (?:möchtest|möchten|willst|wollen|magst|mögen|wünschst|wünschen)\b|\bsoll ich\b|"
+    r"\bmöchtest du, dass ich\b|\bich kann\b|\bgerne? kann ich\b|"
+    r"\bsi (?:tu|vous) (?:veux|voulez|le souhaites|le souhaitez|souhaites|souhaitez|préfères|préférez)\b|"
+    r"\bsouhaites-tu\b|\bsouhaitez-vous\b|\bveux-tu\b|\bvoulez-vous\b|\bje peux\b|\bje suis prêt\b|"
+    r"\bsi (?:quieres|prefieres|lo deseas|lo prefieres|necesitas)\b|\bquieres que\b|\bpuedo\b|"
+    r"\b(?:если|когда) (?:хочешь|хотите|захочешь|захотите|нужно|нужна|нужен|нужны|надо|понадобится)\b|"
+    r"\bмогу\b|\bхочешь,? (?:я|чтобы)\b|\bхотите,? (?:я|чтобы)\b|"
+    # an opinion or a recommendation is not work promised
+    r"\bI(?:['’]d)? (?:recommend|suggest|think|believe|guess|advise)\b|\bje (?:recommande|conseille|suggère|pense|crois|propose)\b|"
+    r"\bich (?:empfehle|denke|glaube|schlage|rate)\b|\b(?:recomiendo|sugiero|creo|pienso)\b|"
+    r"\b(?:рекомендую|советую|предлагаю|думаю|считаю)\b|建议|建議|推荐|推薦|觉得|覺得|认为|認為|おすすめ|思います|추천",
+    _I,
+)
+_REQUIREMENT = re.compile(
+    rf"\b(?:we|I){_A}?(?:ll| will| shall)\s+(?:also\s+|still\s+|probably\s+|definitely\s+)?"
+    r"(?:want|need|have to|require|must|be needing)\b",
+    _I,
+)
+_NEGATED = re.compile(
+    rf"\b(?:I|we){_A}?(?:ll| will| shall|{_A}m going to| am going to)\s+(?:not|never)\b|\bwon{_A}t\b|"
+    r"我(?:们|們)?(?:不会|不會|不再)|\bich werde nicht\b|\bje ne vais pas\b|\bno voy a\b|\bя не\b",
+    _I,
+)
+_IMMEDIATE = re.compile(
+    r"\b(?:now|right away|right now|immediately|first|in a (?:moment|sec(?:ond)?|minute)|quickly|"
+    r"next(?!\s+(?:week|month|sprint|release|quarter|year|time|session|night)))\b|"
+    r"现在|現在|马上|馬上|先|立即|立刻|这就|這就|まず|今から|これから|すぐ|먼저|지금|바로|"
+    r"\b(?:jetzt|sofort|zunächst|zuerst|gleich)\b|\b(?:maintenant|d['’]abord|tout de suite|immédiatement)\b|"
+    r"\b(?:ahora|primero|enseguida)\b|\b(?:сейчас|сначала|сразу)\b",
+    _I,
+)
+
+
+def is_offer(sentence: str) -> bool:
+    """The other party's wish is the condition, or the speaker only says they can."""
+    return bool(_OFFER.search(sentence))
+
+
+def is_requirement(sentence: str) -> bool:
+    """"we will want/need/have to …": what something needs, not a promise of work."""
+    return bool(_REQUIREMENT.search(sentence))
+
+
+_HYPOTHETICAL = re.compile(
+    r"\b(?:if|unless|would|could|might|maybe|perhaps|probably|in case|suppose|supposing|whether)\b|"
+    r"如果|要是|假如|万一|萬一|もし|만약|만일|\b(?:falls|würde|könnte|vielleicht)\b|"
+    r"\b(?:si|quizás|quizá|tal vez|peut-être|pourrait)\b|\b(?:если|возможно|может быть|бы)\b",
+    _I,
+)
+
+
+def hypothetical(sentence: str) -> bool:
+    """The sentence speaks of what might happen ("if it breaks again …", "would", "maybe")."""
+    return bool(_HYPOTHETICAL.search(sentence))
+
+
+def negated(sentence: str) -> bool:
+    return bool(_NEGATED.search(sentence))
+
+
+def immediate(text: str) -> bool:
+    """The work is the very next step ("now", "first", "right away" and their equivalents)."""
+    return bool(_IMMEDIATE.search(text))
+
+
+# -- deferral and sequencing -----------------------------------------------------------------------
+_DAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_DEFERRAL = re.compile(
+    rf"\b(?:later|tomorrow|tonight|(?:in|as) a follow[- ]up|follow[- ]up (?:PR|pull request|change|commit|issue|ticket|task)|separate (?:PR|change|commit)|next (?:week|month|sprint|release|"
+    rf"quarter|year|time|session)|by (?:{_DAY}|the end|end of|eod)|on {_DAY}|when (?:you(?:'re| are) back|I get)|"
+    rf"(?:after|once|when|until|before) (?!I\b|I{_A}|me\b|reading|checking|looking|running|doing|that\b|which\b)"
+    rf"(?:the |this |it |we |they |staging |CI |[A-Za-z_./-]+ )[^,;.]*?\b(?:lands?|merged?|merges|ships?|is deployed|"
+    rf"(?:is |are )?released|passes|is done|are done|finish(?:es)?|close[sd]?|runs?|(?:is |are )?ready|is up|"
+    rf"wrap(?:s)? up|out)\b|\d{{4}}-\d{{2}}-\d{{2}})\b"
+    r"|稍后|稍後|之后再|之後再|以后|以後|回头|回頭|明天|下次|晚点|晚點|后续|後續|"
+    r"後で|あとで|次回|明日|後ほど|のちほど|"
+    r"나중에|다음에|내일|다음 세션|"
+    r"\b(?:später|morgen|beim nächsten mal|nächste woche|im nächsten schritt)\b|"
+    r"\b(?:plus tard|demain|la prochaine fois|prochaine session)\b|"
+    r"\b(?:más tarde|mañana|la próxima vez)\b|"
+    r"\b(?:потом|позже|позднее|завтра|в следующий раз)\b",
+    _I,
+)
+_SEQUENCING = re.compile(
+    r"\b(?:then|after that|afterwards|next)\b|然后|然後|之后|之後|接着|接著|それから|その後|그다음|그 다음|그러면|"
+    r"\b(?:dann|danach|anschließend|als nächstes)\b|\b(?:ensuite|puis|après)\b|\b(?:luego|después)\b|"
+    r"\b(?:затем|после этого|дальше|далее)\b",
+    _I,
+)
+
+
+def deferral(text: str) -> bool:
+    """The work is put beyond the current turn (see the module docstring)."""
+    return bool(_DEFERRAL.search(text))
+
+
+def sequencing(text: str) -> bool:
+    return bool(_SEQUENCING.search(text))
+
+
+# -- hand-offs --------------------------------------------------------------------------------------
+_YOU_ACT = (
+    r"(?!want|wish|like|prefer|need|would like|'d like)"  # a wish makes it an offer
+)
+_HANDOFF = re.compile(
+    # English: a condition on the other party's action, then the speaker's part
+    rf"\b(?:once|when|after|as soon as|whenever|if)\s+(?:you|u)\s+{_YOU_ACT}[^.?!]*?(?:,|\bthen\b)?\s*"
+    rf"(?:I{_A}ll|I will|we{_A}ll|we will)\b"
+    rf"|\b(?:tell|send|give|show|paste|share|point|ping|drop|forward|upload|attach|confirm|approve|let)\s+me\b[^.?!]*?"
+    rf"\b(?:and|then|,)\s*(?:I{_A}ll|I will|we{_A}ll)\b"
+    rf"|\b(?:tell|show)\s+me\s+(?:where|which|what|how|when)\b[^.?!]*?\b(?:and|,)\s*I{_A}ll\b"
+    # Chinese: 你 … 我就/我再/我来 …; a request to tell/send me, then 我来/我就
+    r"|你[^。！？?\n]{0,40}?(?:我就|我再|我来|我來|我会|我會|我马上|我馬上|我这边|我這邊)"
+    r"|(?:跟我说|跟我說|告诉我|告訴我|发给我|發給我|贴给我|貼給我|给我|給我|通知我)[^。！？?\n]{0,30}?(?:我就|我再|我来|我來|我会|我會)"
+    r"|等你[^。！？?\n]{0,40}?(?:我再|我就|我来|我來)"
+    # Japanese: 〜たら / 〜れば / 〜次第 (the other party acts) … the speaker's part
+    r"|(?:たら|れば|次第|いただければ|もらえれば|くだされば)[、,]?[^。！？]{0,60}?(?:[一-龥ぁ-ん]{0,8}?(?:します|ます)|しておきます)(?![かしせ])"
+    # Korean: …주시면/하시면/되면 … -ㄹ게요/-겠습니다
+    r"|(?:주시면|주면|하시면|되면|끝나면|완료되면|알려주시면|보내주시면)[^.?!\n]{0,60}?(?:게요|겠습니다)"
+    # German: sobald/wenn/nachdem du …, <verb> ich
+    r"|\b(?:sobald|wenn|nachdem|falls)\s+(?:du|ihr|Sie)\b(?![^,]*\b(?:möchtest|willst|magst|wünschst|möchten|wollen)\b)"
+    r"[^,.?!]*,\s*[a-zäöüß]+e?\s+ich\b"
+    # French: dès que / quand / une fois que tu …, je …
+    r"|\b(?:dès que|quand|une fois que|lorsque|si)\s+(?:tu|vous)\s+"
+    r"(?!veux|voulez|souhaites|souhaitez|préfères|préférez)[^.?!]*?,\s*(?:je|j['’]|on)\b"
+    # Spanish: cuando / en cuanto / una vez que (me) …, …
+    r"|\b(?:cuando|en cuanto|una vez que|si)\s+(?:me\s+)?(?!quieres|prefieres|deseas|necesitas)[a-záéíóúñ]+(?:es|as)\b"
+    r"[^.?!]*?,\s*(?:te|lo|la|yo)?\s*[a-záéíóúñ]+(?:aré|eré|iré)\b"
+    # Russian: когда/как только/если ты|вы …, я …; an imperative, then я + verb
+    r"|\b(?:когда|как только|если|после того как)\s+(?:ты|вы)\b(?![^,]*\b(?:хочешь|хотите|нужно)\b)[^,.?!]*,\s*(?:я\s+)?[а-яё]+(?:ю|у)\b"
+    r"|(?:^|[\s(«\"→:—–-])(?:[а-яё]{3,}(?:ите|йте|ьте)|дай|скажи|скинь|пришли|укажи|напиши|отправь|покажи|"
+    r"запусти|проверь|подтверди|сообщи|вставь|загрузи|выбери|ответь)\b[^.?!]*?[,—–→-]\s*я\s+[а-яё]+\b",
+    _I,
+)
+# A sentence that asks the other party to act (used for "Magst du …? Danach entferne ich …").
+_REQUEST = re.compile(
+    r"\b(?:please|could you|can you|would you|tell me|send me|let me know|give me|share)\b|"
+    r"请|請|麻烦|麻煩|你(?:跑|执行|執行|确认|確認|提供|贴|貼|发|發|告诉|告訴|指定)|"
+    r"ください|お願いします|주세요|"
+    r"\b(?:bitte|magst du|kannst du|könntest du|gib mir|schick mir|möchtest du mir)\b|"
+    r"\b(?:peux-tu|pouvez-vous|merci de|envoie-moi|donne-moi|dis-moi)\b|"
+    r"\b(?:puedes|podrías|envíame|dime|pásame)\b|"
+    r"\b(?:пришли|пришлите|скинь|укажи|укажите|дай|дайте|напиши|напишите|подскажи|подскажите)\b",
+    _I,
+)
+
+
+# A go-ahead is not a hand-off: "if you approve / choose / confirm, I'll …" is a proposal awaiting a
+# decision (a question in disguise), not work promised.
+_APPROVAL = re.compile(
+    r"\b(?:approve[sd]?|validate[sd]?|confirm(?:s|ed)?|agree[sd]?|choose|chooses|pick|select|decide|say (?:yes|go)|"
+    r"give (?:me )?the (?:go|green light|ok)|sign off)\b|"
+    r"\b(?:valides?|validez|confirmes?|confirmez|choisis|choisissez|approuves?|approuvez|es d['’]accord|êtes d['’]accord)\b|"
+    r"\b(?:bestätigst|bestätigen|zustimmst|freigibst|wählst|entscheidest|einverstanden)\b|"
+    r"\b(?:apruebas|confirmas|eliges|decides|estás de acuerdo)\b|"
+    r"\b(?:подтвердишь|подтвердите|одобришь|одобрите|выберешь|выберете|согласишься|согласитесь)\b|"
+    r"确认|確認|同意|选择|選擇|批准|决定|決定|承認|選ん|승인|선택|동의",
+    _I,
+)
+
+
+def handoff(sentence: str) -> bool:
+    """The speaker's part waits on an action of the other party, in the sentence itself (a go-ahead
+    or a choice the other party is to make is not such an action)."""
+    match = _HANDOFF.search(sentence)
+    return match is not None and not _APPROVAL.search(sentence[: match.end()])
+
+
+def requests_action(sentence: str) -> bool:
+    """The sentence asks the other party to do or give something."""
+    return bool(_REQUEST.search(sentence))

@@ -1,0 +1,260 @@
+"""Procedures and constraints that show in how commands are run: the rules engine's `procedural` candidates.
+
+The rules read the shell commands of the batch's tool calls (subagent replays removed; parsed by
+`pipeline.consolidator.shell_commands`) and report three kinds of routine, per project (the batch's
+sessions grouped by their project slug):
+
+* **an environment setting carried by many commands**: the same `VAR=value` prefix
+  (`PYTHONPATH=. pytest -q`) or `export VAR=value` step on commands of two or more sessions, or on
+  three or more commands of one session. A workaround that became routine looks like this. Settings
+  that only make output plain (`GIT_PAGER=cat`, `NO_COLOR=1`, `TERM=dumb`, …) are habits, not facts.
+* **a pinned program path**: a program called by its absolute path (`/usr/bin/snmpwalk`,
+  `~/Library/Python/3.9/bin/yt-dlp`) in two or more sessions, or three or more times in one: the bare
+  name does not work (or is not the one wanted) on that machine. Shells (`/bin/bash script.sh`) are
+  not pinned tools.
+* **the project's routine commands**:
+  - a check (tests, type checker, linter, build: `shell_commands.is_checker`) run the same way
+    (same program, subcommand and flags) in most of the project's sessions (more than half, at
+    least two), or at least `SOLO_CHECKS` times in a project's only session;
+  - any other step that names something specific (a path-like operand, or an assignment) run
+    verbatim in most of the project's sessions, at least `STEP_SESSIONS` (`cat _bmad/bmm/config.yaml`
+    at the start of every session, `rm -rf .pytest_cache` before the tests); reading the same
+    document in two sessions is just work on the same thing. Commands that only look at
+    things without naming a file (`git status`, `ls`) are not steps.
+
+One command feeds at most one routine (an environment prefix absorbs the check it prefixes), and a
+routine is reported only when one of its runs is new to the batch (at or after `new_from_line`).
+Evidence is the commands themselves, one per session first; a single-session routine adds the
+summary line a check printed (`57 passed in 3.2s`) so that its quotes are distinct passages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
+
+from pipeline.consolidator import shell_commands as sh
+from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, MAX_QUOTE_CHARS, MIN_QUOTE_CHARS
+from pipeline.consolidator.tool_runs import ToolResult
+
+__all__ = ["SOLO_CHECKS", "STEP_SESSIONS", "Routine", "find_routines", "project_name", "routine_candidate"]
+
+# How often a check must run in a project's only session to be its routine.
+SOLO_CHECKS = 4
+# How often a prefix or pinned path must appear in one session to count without a second session.
+SOLO_REPEATS = 3
+# In how many sessions (and more than half of the project's) a plain step must recur.
+STEP_SESSIONS = 3
+_ABSOLUTE = re.compile(r"^(?:/|~/|[A-Za-z]:[\\/])")
+_PATHISH = re.compile(r"[\\/]|\.[A-Za-z0-9]{1,6}$|^\.[\w-]|^~")
+_SUMMARY = re.compile(r"\d+ (?:passed|failed|errors?|tests?|warnings?|problems?)\b|\bok\b|\bOK\b", re.IGNORECASE)
+
+
+@dataclass
+class Routine:
+    kind: str  # "env", "path", "check", "step"
+    key: str  # the assignment, the path, the check's key or the step's text
+    project: str | None
+    runs: dict[str, list[tuple[ToolResult, str]]] = field(default_factory=dict)  # session → [(run, quoted text)]
+
+    @property
+    def count(self) -> int:
+        return sum(len(v) for v in self.runs.values())
+
+
+def project_name(slug: str | None, cwd: str | None = None) -> str:
+    """A readable project name: the last folder of the working directory, else the slug."""
+    if cwd:
+        path = PureWindowsPath(cwd) if re.match(r"^[A-Za-z]:[\\/]", cwd) or "\\" in cwd else PurePosixPath(cwd)
+        if path.name:
+            return path.name
+    return slug or "unknown project"
+
+
+def _segments(run: ToolResult) -> list[sh.Segment]:
+    return [s for s in run.parsed.segments if s.words or s.env] if run.parsed else []
+
+
+def _exports(seg: sh.Segment) -> list[str]:
+    if seg.program.lower() == "export" and len(seg.words) > 1:
+        return [w for w in seg.words[1:] if "=" in w and not w.startswith("-")]
+    return []
+
+
+# Settings agents add to any command to get plain, non-interactive output: habits, not project facts.
+_HYGIENE = frozenset({
+    "PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER", "LESS", "TERM", "NO_COLOR", "FORCE_COLOR", "CLICOLOR",
+    "CLICOLOR_FORCE", "COLUMNS", "LINES", "PYTHONUNBUFFERED", "GIT_TERMINAL_PROMPT", "DEBIAN_FRONTEND", "CI",
+})
+# Shells called by their path are how a script is run, not a pinned tool.
+_SHELL_PROGRAMS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "fish", "env"})
+
+
+def _steady(value: str) -> bool:
+    """An assignment worth remembering: a literal value, not a computed one, a one-off variable or an
+    output setting (`GIT_PAGER=cat`, `NO_COLOR=1`)."""
+    name, _, val = value.partition("=")
+    return (bool(name) and name not in _HYGIENE and "$(" not in val and "`" not in val and len(value) <= 120
+            and "[REDACTED" not in val)  # a masked secret is not a setting to remember
+
+
+def find_routines(
+    runs: Iterable[ToolResult],
+    session_order: Sequence[str],
+    slugs: Mapping[str, str | None],
+    new_from_line: Mapping[str, int] | None = None,
+    roots: Mapping[str, str] | None = None,
+) -> list[Routine]:
+    """The routines of the batch's runs (see the module docstring), in a stable order. `roots` maps
+    a subagent's session to its parent's: a subagent file is part of its parent's session."""
+    new_from = new_from_line or {}
+    root = roots or {}
+    rank = {sid: i for i, sid in enumerate(session_order)}
+    ordered = sorted((r for r in runs if r.command), key=lambda r: (rank.get(r.session_id, 1 << 30), r.session_id, r.call_line or r.line_no))
+    sessions_of: dict[str | None, set[str]] = {}
+    for sid in session_order:
+        sessions_of.setdefault(slugs.get(sid), set()).add(root.get(sid, sid))
+    found: dict[tuple[str, str, str | None], Routine] = {}
+
+    def note(kind: str, key: str, run: ToolResult, quote: str) -> None:
+        project = slugs.get(run.session_id)
+        routine = found.setdefault((kind, key, project), Routine(kind, key, project))
+        routine.runs.setdefault(run.session_id, []).append((run, quote))
+
+    for run in ordered:
+        for seg in _segments(run):
+            # a prefix (`VAR=x cmd`) or an export; a bare `VAR=x` line only sets a script variable
+            prefixes = seg.env if seg.words and seg.program.lower() != "export" else []
+            for value in [*prefixes, *_exports(seg)]:
+                if _steady(value):
+                    note("env", value, run, run.command or seg.text)
+            if seg.words and _ABSOLUTE.match(seg.program_word) and seg.program and seg.program not in _SHELL_PROGRAMS:
+                note("path", seg.program_word, run, seg.text if len(seg.text) >= 16 else (run.command or seg.text))
+        main = run.parsed.main if run.parsed else None
+        if main is None:
+            continue
+        if sh.is_checker(main):
+            note("check", main.key(), run, main.text)
+        elif not sh.is_inspection(main) or any(_PATHISH.search(o) for o in main.operands):
+            specific = main.env or any(_PATHISH.search(o) for o in main.operands)
+            if specific and main.program.lower() not in ("cd", "set-location", "echo", "sleep", "git"):
+                note("step", " ".join(main.text.split()), run, run.command or main.text)
+    out: list[Routine] = []
+    for (kind, _, project), routine in found.items():
+        in_project = sessions_of.get(project, set())
+        spread = len({root.get(sid, sid) for sid in routine.runs})
+        most = max(len(v) for v in routine.runs.values())
+        if kind in ("env", "path"):
+            keep = spread >= 2 or most >= SOLO_REPEATS
+        elif kind == "check":
+            keep = (spread >= 2 and spread * 2 > len(in_project)) or (len(in_project) == 1 and most >= SOLO_CHECKS)
+        else:
+            keep = spread >= STEP_SESSIONS and spread * 2 > len(in_project)
+        fresh = any(r.line_no >= new_from.get(sid, 1) for sid, items in routine.runs.items() for r, _ in items)
+        if keep and fresh:
+            out.append(routine)
+    return _one_routine_per_command(out, rank)
+
+
+def _one_routine_per_command(routines: list[Routine], rank: Mapping[str, int]) -> list[Routine]:
+    """A command feeds one routine: env prefixes first, then pinned paths, checks, steps."""
+    order = {"env": 0, "path": 1, "check": 2, "step": 3}
+    routines.sort(key=lambda r: (order[r.kind], -len(r.runs), -r.count, r.key))
+    used: set[tuple[str, int]] = set()
+    kept: list[Routine] = []
+    for routine in routines:
+        calls = {(r.session_id, r.line_no) for items in routine.runs.values() for r, _ in items}
+        if len(calls & used) * 2 > len(calls):
+            continue
+        used |= calls
+        kept.append(routine)
+    return sorted(kept, key=lambda r: (order[r.kind], -len(r.runs), -r.count, r.key))
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _summary_line(run: ToolResult) -> str | None:
+    lines = [ln.strip() for ln in run.body.split("\n") if ln.strip()]
+    for line in reversed(lines[-3:]):
+        if _SUMMARY.search(line) and MIN_QUOTE_CHARS <= len(line) <= 200:
+            return line
+    return None
+
+
+def _evidence(routine: Routine) -> list[dict[str, str]]:
+    items: list[dict[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+
+    def add(sid: str, quote: str | None) -> None:
+        quote = quote[:MAX_QUOTE_CHARS] if quote else None
+        if quote and MIN_QUOTE_CHARS <= len(quote.strip()) and (sid, quote) not in seen and len(items) < 5:
+            seen.add((sid, quote))
+            items.append({"sessionId": sid, "quote": quote})
+
+    for sid, items_ in list(routine.runs.items())[:4]:
+        add(sid, items_[0][1])
+    if len(routine.runs) == 1:
+        sid, items_ = next(iter(routine.runs.items()))
+        for _, quote in items_[1:]:
+            add(sid, quote)
+            if len(items) >= 3:
+                break
+        for run, _ in reversed(items_):
+            summary = _summary_line(run)
+            if summary:
+                add(sid, summary)
+                break
+    return items
+
+
+def routine_candidate(routine: Routine, names: Mapping[str | None, str]) -> dict[str, Any]:
+    project = names.get(routine.project) or routine.project or "this project"
+    sessions = list(routine.runs)
+    programs = sorted({r.program for items in routine.runs.values() for r, _ in items if r.program and r.program not in sh.SYNTAX})
+    example = sorted({" ".join(q.split()) for items in routine.runs.values() for _, q in items}, key=len)
+    spread = f"{routine.count} command(s) in {len(sessions)} session(s)"
+    if routine.kind == "env":
+        what = ", ".join(f"`{p}`" for p in programs[:3]) or "its commands"
+        claim = f"In {project}, {what} run with {routine.key} set"
+        entity = {"type": "setting", "name": routine.key.split("=", 1)[0]}
+        gist = (f"The assignment {routine.key} was carried by {spread} of {project}, "
+                "a setting the commands there need rather than a one-off.")
+    elif routine.kind == "path":
+        name = sh.program_name(routine.key)
+        claim = f"In {project}, `{name}` is called by its full path {routine.key}"
+        entity = {"type": "command", "name": name}
+        gist = (f"{spread} of {project} called `{name}` by the absolute path {routine.key} instead of the bare "
+                "name: on that machine the bare name is not on PATH, or is another program.")
+    elif routine.kind == "check":
+        claim = f"{project}'s routine check is `{routine.key}`"
+        entity = {"type": "command", "name": routine.key.split(" ")[0] if " " in routine.key else routine.key}
+        gist = (f"The same check ({routine.key}: program, subcommand and flags) ran {spread} of {project}; "
+                "it is how work there is verified.")
+    else:
+        step = sh.parse(routine.key).main
+        program = step.program if step is not None and step.program else (programs[0] if programs else "a command")
+        on = ", ".join(step.operands[:2]) if step is not None else ""
+        claim = f"In {project}, most sessions run `{program}`" + (f" on {_clip(on, 90)}" if on else "")
+        entity = {"type": "command", "name": program}
+        gist = (f"The step was run verbatim in {len(sessions)} of the project's sessions ({routine.count} time(s) in all), "
+                "so it belongs to how work in this project starts or is done.")
+    lines = "; ".join(
+        f"{sid} line{'s' if len(items) > 1 else ''} {', '.join(str(r.call_line or r.line_no) for r, _ in items[:6])}"
+        f"{' …' if len(items) > 6 else ''}"
+        for sid, items in routine.runs.items()
+    )
+    gist += f" Where: {lines}. Found by the offline rules engine from the commands alone."
+    if example:
+        gist += f" Shortest form: {_clip(example[0], 60)}."
+    return {
+        "kind": "procedural",
+        "claim": _clip(claim + ".", MAX_CLAIM_CHARS),
+        "gist": _clip(gist, MAX_GIST_CHARS),
+        "entities": [entity],
+        "evidence": _evidence(routine),
+    }

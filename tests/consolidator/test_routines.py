@@ -1,0 +1,80 @@
+"""Procedures and constraints read from how commands are run (`pipeline.consolidator.routines`)."""
+
+from __future__ import annotations
+
+from pipeline.consolidator.routines import find_routines, project_name, routine_candidate
+from pipeline.consolidator.tool_runs import ToolResult
+
+
+def ran(session: str, line: int, command: str, output: str = "ok") -> ToolResult:
+    return ToolResult(session, line + 1, output, is_error=False, exit_code=0, name="Bash",
+                      tool_input={"command": command}, call_id=f"{session}-{line}", call_line=line)
+
+
+def kinds(routines) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    return [(r.kind, r.key) for r in routines]
+
+
+SLUGS = {s: "proj" for s in ("a", "b", "c", "d")}
+
+
+def test_an_environment_prefix_on_commands_of_two_sessions() -> None:
+    runs = [ran("a", 3, "PYTHONPATH=. pytest -q"), ran("b", 5, "PYTHONPATH=. python -m tool build")]
+    assert kinds(find_routines(runs, ["a", "b"], SLUGS)) == [("env", "PYTHONPATH=.")]
+    # once in one session is nothing; three times is a routine
+    assert find_routines(runs[:1], ["a"], SLUGS) == []
+    solo = [ran("a", n, f"LANG=C sort f{n}.txt") for n in (1, 3, 5)]
+    assert kinds(find_routines(solo, ["a"], SLUGS)) == [("env", "LANG=C")]
+
+
+def test_a_program_called_by_its_full_path() -> None:
+    runs = [ran("a", n, f"/opt/tools/bin/snmpq -v2c 10.0.0.{n}") for n in (1, 3, 5)]
+    [routine] = find_routines(runs, ["a"], SLUGS)
+    assert (routine.kind, routine.key) == ("path", "/opt/tools/bin/snmpq")
+    candidate = routine_candidate(routine, {"proj": "lab"})
+    assert candidate["kind"] == "procedural" and "`snmpq`" in candidate["claim"] and "lab" in candidate["claim"]
+    assert len({e["quote"] for e in candidate["evidence"]}) == len(candidate["evidence"]) >= 2
+
+
+def test_a_check_run_in_most_sessions() -> None:
+    runs = [ran("a", 2, "npm test -- a.spec.ts"), ran("b", 2, "npm test"), ran("c", 9, "npm run build")]
+    assert kinds(find_routines(runs, ["a", "b", "c"], SLUGS)) == [("check", "npm test")]
+    # in one session of four it is not the project's routine
+    assert find_routines([*runs[:1], ran("b", 2, "ls")], ["a", "b", "c", "d"], SLUGS) == []
+
+
+def test_a_project_s_only_session_needs_repeated_checks() -> None:
+    runs = [ran("a", n, "cargo test --all", "test result: ok. 12 passed") for n in (2, 4, 6)]
+    assert find_routines(runs, ["a"], SLUGS) == []
+    runs.append(ran("a", 8, "cargo test --all", "test result: ok. 13 passed"))
+    [routine] = find_routines(runs, ["a"], SLUGS)
+    assert routine.kind == "check"
+    quotes = [e["quote"] for e in routine_candidate(routine, {})["evidence"]]
+    assert "cargo test --all" in quotes and any("passed" in q for q in quotes)
+
+
+def test_a_step_needs_three_sessions_and_most_of_them() -> None:
+    step = "cat docs/setup/config.yaml"
+    two = [ran("a", 2, step), ran("b", 2, step)]
+    assert find_routines(two, ["a", "b", "c"], SLUGS) == []
+    three = [*two, ran("c", 2, step)]
+    assert kinds(find_routines(three, ["a", "b", "c"], SLUGS)) == [("step", step)]
+    assert find_routines(three, ["a", "b", "c", "d", "e", "f", "g"], {**SLUGS, "e": "proj", "f": "proj", "g": "proj"}) == []
+
+
+def test_a_subagent_is_part_of_its_parent_s_session() -> None:
+    runs = [ran("a", 2, "FOO=1 make"), ran("agent-x", 2, "FOO=1 make")]
+    slugs = {"a": "proj", "agent-x": "proj"}
+    assert find_routines(runs, ["a", "agent-x"], slugs, roots={"agent-x": "a"}) == []
+    assert kinds(find_routines(runs, ["a", "agent-x"], slugs)) == [("env", "FOO=1")]
+
+
+def test_one_command_feeds_one_routine() -> None:
+    runs = [ran(s, 2, "PYTHONPATH=. pytest -q") for s in ("a", "b", "c")]
+    assert kinds(find_routines(runs, ["a", "b", "c"], SLUGS)) == [("env", "PYTHONPATH=.")]
+
+
+def test_project_names() -> None:
+    assert project_name("-home-ana-src-shop", "/home/ana/src/shop") == "shop"
+    assert project_name("C--Users-x-Vault", "C:\\Users\\x\\Vault") == "Vault"
+    assert project_name("slug-only", None) == "slug-only"
