@@ -28,7 +28,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from pipeline.lake import export
 
     since = export.parse_since(args.since)
-    say = (lambda msg: None) if args.json else (lambda msg: sys.stderr.write(msg + "\n"))
+    def say(msg: str) -> None:
+        if not args.json:
+            sys.stderr.write(msg + "\n")
+
     report = export.export_lake(args.db, args.to, since=since, say=say)
     if args.json:
         print_json(report.to_json())

@@ -134,11 +134,15 @@ def _sql_path(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _columns(con: duckdb.DuckDBPyConnection, table: str, alias: str = "") -> str:
-    """The table's columns in its own order; JSON ones as text (polars reads Parquet JSON as bytes)."""
+def _columns(con: duckdb.DuckDBPyConnection, table: str, alias: str = "", *, leave_out: tuple[str, ...] = ()) -> str:
+    """The table's columns in its own order; JSON ones as text (polars reads Parquet JSON as bytes).
+    A column that is also a partition column (llm_calls.source) lives in the folder name only, as
+    Hive, Spark and Trino expect."""
     prefix = f"{alias}." if alias else ""
     out = []
     for name, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {table}").fetchall():
+        if name in leave_out:
+            continue
         col = f'{prefix}"{name}"'
         out.append(f'CAST({col} AS VARCHAR) AS "{name}"' if kind == "JSON" else col)
     return ", ".join(out)
@@ -295,7 +299,7 @@ class _Export:
 
         # The sessions table itself: each partition rewritten when its rows changed.
         prints: dict[str, tuple[int, int]] = {}
-        for sid, c in cur.items():
+        for c in cur.values():
             n, x = prints.get(c.part, (0, 0))
             prints[c.part] = (n + 1, x ^ c.row_hash)
         known = self.new.table("sessions")
@@ -339,7 +343,7 @@ class _Export:
         ).fetchall()
         prints = {partition(src, day): (src, day, f"{n}:{h:x}") for src, day, n, h in rows}
         known = self.new.table("llm_calls")
-        cols = _columns(self.con, "llm_calls")
+        cols = _columns(self.con, "llm_calls", leave_out=("source",))
         for part in sorted(set(prints) | set(known)):
             dirty = part in self.dirty["llm_calls"]
             if not (self.in_scope(_day_of(part)) or dirty):

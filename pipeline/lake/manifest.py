@@ -88,7 +88,7 @@ def parse(text: str | None, where: str) -> Manifest:
 
 def files_of(manifest: Manifest, table: str) -> list[str]:
     """The table's files, relative to the lake root, as the last finished export left them."""
-    out = []
+    out: list[str] = []
     for part, entry in sorted(manifest.tables.get(table, {}).items()):
         prefix = f"{table}/{part}/" if part else f"{table}/"
         out.extend(prefix + f.name for f in entry.files)
