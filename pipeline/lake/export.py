@@ -55,6 +55,7 @@ MAX_FILES = 16
 ROW_GROUP_ROWS = 2048
 ROW_GROUP_BYTES = "16MB"
 COMPRESSION = "zstd"
+DELTA = "lake_delta"  # scratch in-memory database for the new lines of grown sessions
 
 _ORDER = {
     "sessions": "session_id",
@@ -171,6 +172,7 @@ class _Export:
         self.to_delete: list[tuple[str, str, list[str]]] = []
         self.disk: dict[str, dict[str, list[str]]] = {}
         self.dirty: dict[str, set[str]] = defaultdict(set)
+        self._delta_views = False
 
     # -- the lake as it is ----------------------------------------------------------------------
     def reconcile(self) -> None:
@@ -317,20 +319,42 @@ class _Export:
             self._replace("sessions", part, [written] if written else [], fingerprint)
 
     def _session_rows(self, table: str, ids: list[str], todo: dict[str, int] | None) -> tuple[Path, mf.LakeFile] | None:
-        if todo is None:
-            sql = (f"SELECT {_columns(self.con, table)} FROM {table} WHERE session_id IN ({_marks(ids)}) "
-                   "ORDER BY session_id, line_no")
-            return self._copy(table, sql, list(ids), row_groups=True)
+        """The partition's rows of one session table: all of them, or (`todo`) each session's lines
+        after the given line and the rows derived from those lines."""
+        source = table if todo is None else f"{DELTA}.main.{table}"
+        if todo is not None and table == SESSION_TABLES[0]:
+            self._stage_delta(ids, todo)
+        sql = (f"SELECT {_columns(self.con, source)} FROM {source} WHERE session_id IN ({_marks(ids)}) "
+               "ORDER BY session_id, line_no")
+        return self._copy(table, sql, list(ids), row_groups=True)
+
+    def _stage_delta(self, ids: list[str], todo: dict[str, int]) -> None:
+        """Copy the new lines into a scratch in-memory database and define the warehouse's own views
+        (pipeline/warehouse/views.py) there, over them: a filter on line numbers does not reach
+        through the views' JSON parsing, and parsing every line of a grown session again would
+        cost as much as a full export."""
         import pyarrow as pa
+
+        from pipeline.warehouse.views import create_views
 
         self.con.register("_lake_todo", pa.table({"session_id": list(todo), "from_line": list(todo.values())}))
         try:
-            sql = (f"SELECT {_columns(self.con, table, 'x')} FROM {table} x "
-                   "JOIN _lake_todo t ON x.session_id = t.session_id AND x.line_no > t.from_line "
-                   f"WHERE x.session_id IN ({_marks(ids)}) ORDER BY x.session_id, x.line_no")
-            return self._copy(table, sql, list(ids), row_groups=True)
+            self.con.execute(
+                f"CREATE OR REPLACE TABLE {DELTA}.main.lines AS SELECT l.* FROM {db.CATALOG}.main.lines l "
+                "JOIN _lake_todo t ON l.session_id = t.session_id AND l.line_no > t.from_line "
+                f"WHERE l.session_id IN ({_marks(ids)})", list(ids),
+            )
         finally:
             self.con.unregister("_lake_todo")
+        if not self._delta_views:
+            for name in ("sessions", "llm_calls"):
+                self.con.execute(f"CREATE VIEW {DELTA}.main.{name} AS SELECT * FROM {db.CATALOG}.main.{name}")
+            self.con.execute(f"USE {DELTA}")
+            try:
+                create_views(self.con)
+            finally:
+                self.con.execute(f"USE {db.CATALOG}")
+            self._delta_views = True
 
     def _rows(self, table: str, sql: str, params: list[Any], *, row_groups: bool) -> tuple[Path, mf.LakeFile] | None:
         return self._copy(table, sql, params, row_groups)
@@ -409,6 +433,7 @@ def export_lake(db_file: str | Path | None, to: str, *, since: str | dt.date | N
     with store.exclusive():
         manifest = mf.parse(store.read_manifest(), f"{store.url}/{mf.NAME}")
         with db.reading(db_file) as con:
+            con.execute(f"ATTACH ':memory:' AS {DELTA}")
             con.execute("BEGIN TRANSACTION")
             job = _Export(con, store, manifest, report, since_day, say)
             try:
