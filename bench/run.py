@@ -162,6 +162,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bytes", type=int, default=TARGET_BYTES)
     ap.add_argument("--skip-cache", action="store_true", help="skip the cache-report benchmark")
+    ap.add_argument("--skip-night", action="store_true", help="skip the simulated 500-batch night (local and Dask)")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
     t0 = time.perf_counter()
@@ -262,6 +263,10 @@ def _measure(results: dict, files: list[Path], db: Path, args: argparse.Namespac
             proc = subprocess.run([sys.executable, str(cache_bench)], capture_output=True, text=True, check=True)
             results.update(json.loads(proc.stdout))
 
+    if not args.skip_night:
+        proc = subprocess.run([sys.executable, str(ROOT / "sleepy_night.py")], capture_output=True, text=True, check=True)
+        results["night"] = json.loads(proc.stdout)
+
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
     print_table(results)
     return 0
@@ -343,6 +348,19 @@ def print_table(r: dict) -> None:
     if "cache_report_s" in r:
         rows.append(("cache-report, bulk calls", f"{r['cache_report_s']:.1f} s, {r['cache_report_peak_rss_mb']:.0f} MB",
                      f"{r['cache_report_calls']:,} calls", "goal <= 30 s and <= 4096 MB"))
+    for name, label in (("local", "night, local --parallel 8"), ("dask", "night, dask 2 workers x 8 threads"),
+                        ("dask_kill", "night, dask, a worker killed")):
+        n = r.get("night", {}).get(name)
+        if not n:
+            continue
+        ratio = n["batch_phase_s"] / n["ideal_s"]
+        verdict = "must be <= 1.5x" if name == "dask" else "goal <= 1.5x" if name == "local" else ""
+        if name == "dask_kill":
+            verdict = (f"{n['applied']} landed, {n['failed']} failed ({'; '.join(n['failed_reasons'])}), "
+                       f"{n['failed_sessions_pending']} sessions pending")
+        rows.append((label, f"{n['batch_phase_s']:.1f} s for {n['batches']} batches (night {n['night_s']:.0f} s)",
+                     f"ideal {n['ideal_s']:.1f} s ({n['batches']} x 2 s / {n['concurrency']})",
+                     f"{ratio:.2f}x {verdict}".strip()))
     width = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in [("measure", "ours", "reference", "ratio"), *rows]:
         print("  ".join(cell.ljust(width[i]) for i, cell in enumerate(row)))

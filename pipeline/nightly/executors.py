@@ -45,6 +45,7 @@ DEFAULT_RUNNER = "pipeline.nightly.executors:run_notebook"
 # up on it (the worker enforces the limit itself; this catches a worker that stopped answering).
 NO_ANSWER_GRACE = 30.0
 RUN_FILE = "run.json"
+START_TOPIC = "pipeline-batch-started"
 EXECUTORS = ("local", "dask")
 
 
@@ -276,7 +277,11 @@ def run_on_worker(job: BatchJob) -> tuple[BatchRun, dict[str, bytes]]:
     try:
         from distributed import get_worker
 
-        where = get_worker().address
+        worker = get_worker()
+        where = worker.address
+        # Tell the driver where the batch started: a second start means its first worker was lost
+        # and the scheduler is running it again, which the driver counts as a failed batch.
+        worker.log_event(START_TOPIC, {"run": job.run_id, "batch": job.batch_id, "worker": where})
     except (ImportError, ValueError):
         pass
     with tempfile.TemporaryDirectory(prefix="pipeline-batch-") as tmp:
@@ -328,8 +333,22 @@ class DaskExecutor:
         self.address = address
         self.grace = grace
         self._futures: dict[str, tuple[Any, BatchJob]] = {}
-        self._seen: dict[str, tuple[str, float]] = {}   # key → (worker, first seen processing)
+        self._starts: dict[str, list[tuple[str, float]]] = {}  # key → (worker, when) of each start
+        self._starts_lock = threading.Lock()
         self._watched = 0.0
+        self.client.subscribe_topic(START_TOPIC, self._on_start)
+
+    @staticmethod
+    def _key(run_id: str, batch_id: str) -> str:
+        return f"batch-{run_id}-{batch_id}"
+
+    def _on_start(self, event: Any) -> None:
+        # Called on the client's event loop thread with (time, message).
+        msg = event[1] if isinstance(event, tuple | list) else event
+        if not isinstance(msg, dict):
+            return
+        with self._starts_lock:
+            self._starts.setdefault(self._key(msg["run"], msg["batch"]), []).append((msg["worker"], time.monotonic()))
 
     def threads(self) -> int:
         return int(sum(self.client.nthreads().values()))
@@ -346,7 +365,7 @@ class DaskExecutor:
         shipped = {p: _pack(Path(d)) for p, d in job.ship.items()}
         notebook_text = Path(job.notebook).read_text(encoding="utf-8")
         remote = replace(job, shipped=shipped, notebook_text=notebook_text)
-        key = f"batch-{job.run_id}-{job.batch_id}"
+        key = self._key(job.run_id, job.batch_id)
         fut = self.client.submit(run_on_worker, remote, key=key, pure=False, retries=0)
         self._futures[key] = (fut, job)
 
@@ -372,7 +391,11 @@ class DaskExecutor:
         return out
 
     def _result(self, key: str, fut: Any, job: BatchJob) -> BatchRun:
-        worker = self._seen.pop(key, ("a Dask worker", 0.0))[0]
+        with self._starts_lock:
+            starts = self._starts.pop(key, [])
+        worker = starts[0][0] if starts else "a Dask worker"
+        if len(starts) > 1:  # finished, but only on a second try after its first worker was lost
+            return BatchRun(job.batch_id, None, 0.0, worker, True, f"the worker running it ({worker}) was lost")
         try:
             run, files = fut.result()
         except Exception as exc:
@@ -386,29 +409,27 @@ class DaskExecutor:
     def _watch(self) -> list[Finished]:
         """Batches whose worker went away, or that stayed silent past their time limit."""
         now = time.monotonic()
-        processing = self.client.processing()
-        workers = set(processing)
+        workers = set(self.client.processing())
         out = []
-        running_on = {key: w for w, keys in processing.items() for key in keys}
         for key, (fut, job) in list(self._futures.items()):
             if fut.done():
                 continue
-            seen = self._seen.get(key)
-            worker = running_on.get(key)
-            why = None
-            if seen is None:
-                if worker is not None:
-                    self._seen[key] = (worker, now)
+            with self._starts_lock:
+                starts = list(self._starts.get(key, []))
+            if not starts:
                 continue
-            if seen[0] not in workers or (worker is not None and worker != seen[0]):
-                why = f"the worker running it ({seen[0]}) was lost"
-            elif now - seen[1] > job.timeout + self.grace:
-                why = f"no answer from the worker running it ({seen[0]}) within {job.timeout + self.grace:.0f} s"
+            first, since = starts[0]
+            why = None
+            if len(starts) > 1 or first not in workers:
+                why = f"the worker running it ({first}) was lost"
+            elif now - since > job.timeout + self.grace:
+                why = f"no answer from the worker running it ({first}) within {job.timeout + self.grace:.0f} s"
             if why:
                 fut.cancel()
                 del self._futures[key]
-                self._seen.pop(key, None)
-                out.append(Finished(job, BatchRun(job.batch_id, None, round(now - seen[1], 2), seen[0], True, why)))
+                with self._starts_lock:
+                    self._starts.pop(key, None)
+                out.append(Finished(job, BatchRun(job.batch_id, None, round(now - since, 2), first, True, why)))
         return out
 
     def _all_failed(self, why: str) -> list[Finished]:
