@@ -2,10 +2,11 @@
 run by the nightly driver through `--executor local --parallel 8` and through Dask (a scheduler and
 2 workers x 8 threads started here), then once more on Dask with one worker killed half way.
 
-Each batch is one small session; the runner sleeps 2 s and then runs the offline rules engine
-in-process (`sleeping_rules`), so the figures measure how well the executor keeps its slots busy,
-not how long a Jupyter kernel takes to start (which on a 2-core machine would dominate: 500
-kernels cost several CPU-minutes). Prints one JSON document; `bench/run.py` shows it.
+Each batch is one small session. The runner (`sleeping_batch`) calls the real `run_batch` in the
+worker's process with an engine that waits 2 s and proposes nothing, so the batch writes a real
+artifact and the driver really applies it (watermarks), while the figures measure how well the
+executor keeps its slots busy, not how long a Jupyter kernel takes to start (on a 2-core machine
+500 kernels cost several CPU-minutes). Prints one JSON document; `bench/run.py` shows it.
 """
 
 from __future__ import annotations
@@ -30,16 +31,32 @@ LOCAL_PARALLEL = 8
 WORKERS, THREADS = 2, 8
 
 
-def sleeping_rules(job: Any, out_dir: Path, on_start: Any = None) -> Any:
-    """Runner: wait SLEEP seconds, then the rules engine on the batch, in this process."""
-    from pipeline.consolidator.batch import run_batch
+def sleeping_engine(ctx: Any, recorder: Any) -> Any:
+    """The engine of the simulated night: waits SLEEP seconds (the model's latency), reads each
+    session once (so the batch may watermark it) and proposes nothing."""
+    from pipeline.consolidator.contract import Answer
+    from pipeline.consolidator.engine import EngineResult, utc_now
+
+    time.sleep(SLEEP)
+    at = utc_now()
+    for sid in ctx.session_ids:
+        recorder.tool("scan", {"sessionId": sid}, session_id=sid, ok=True, result_chars=0, at=at)
+    answer = Answer.model_validate({"candidates": [], "commitments": [], "readSessionIds": list(ctx.session_ids)})
+    return EngineResult("accepted", f"slept {SLEEP:.0f} s", answer=answer, submits=1)
+
+
+def sleeping_batch(job: Any, out_dir: Path, on_start: Any = None) -> Any:
+    """Runner: one batch through `run_batch`, in this process, with the sleeping engine in place of
+    the rules engine. (Once the engine registry lands, this becomes `register("sleep", …)` and
+    `--engine sleep`.)"""
+    from pipeline.consolidator import batch
     from pipeline.nightly.executors import BatchRun
 
+    batch.run_rules = sleeping_engine  # type: ignore[assignment]
     t0 = time.monotonic()
-    time.sleep(SLEEP)
     try:
-        run_batch(job.parameters["session_ids"], db=job.parameters["db"], engine="rules", out_dir=out_dir,
-                  run_id=job.run_id, batch_id=job.batch_id)
+        batch.run_batch(job.parameters["session_ids"], db=job.parameters["db"], engine="rules", out_dir=out_dir,
+                        run_id=job.run_id, batch_id=job.batch_id)
     except Exception as exc:
         return BatchRun(job.batch_id, 1, round(time.monotonic() - t0, 2), "here", True, f"{type(exc).__name__}: {exc}")
     return BatchRun(job.batch_id, 0, round(time.monotonic() - t0, 2), "here")
@@ -125,7 +142,7 @@ def night(base: Path, name: str, executor: str, scheduler: str | None = None,
 
     opts = NightlyOptions(engine="rules", report=False, db=str(wh), corpus=str(folder / "corpus"),
                           runs=str(folder / "runs"), max_sessions=1, parallel=LOCAL_PARALLEL, executor=executor,
-                          scheduler=scheduler, runner="sleepy_night:sleeping_rules", batch_timeout=120)
+                          scheduler=scheduler, runner="sleepy_night:sleeping_batch", batch_timeout=120)
     t0 = time.monotonic()
     result = run_nightly(opts, say=say)
     total = time.monotonic() - t0
