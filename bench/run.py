@@ -354,7 +354,7 @@ def print_table(r: dict) -> None:
         if not n:
             continue
         ratio = n["batch_phase_s"] / n["ideal_s"]
-        verdict = "must be <= 1.5x" if name == "dask" else "goal <= 1.5x" if name == "local" else ""
+        verdict = "(must be <= 1.5x)" if name == "dask" else ""
         if name == "dask_kill":
             verdict = (f"{n['applied']} landed, {n['failed']} failed ({'; '.join(n['failed_reasons'])}), "
                        f"{n['failed_sessions_pending']} sessions pending")
