@@ -312,7 +312,7 @@ class _Export:
             if part in known and known[part].fingerprint == fingerprint and part not in self.dirty["sessions"]:
                 continue
             ids = by_part.get(part, [])
-            written = self._rows(
+            written = self._copy(
                 "sessions", f"SELECT {_columns(self.con, 'sessions')} FROM sessions WHERE session_id IN ({_marks(ids)}) "
                 f"ORDER BY {_ORDER['sessions']}", ids, row_groups=False,
             ) if ids else None
@@ -356,9 +356,6 @@ class _Export:
                 self.con.execute(f"USE {db.CATALOG}")
             self._delta_views = True
 
-    def _rows(self, table: str, sql: str, params: list[Any], *, row_groups: bool) -> tuple[Path, mf.LakeFile] | None:
-        return self._copy(table, sql, params, row_groups)
-
     # -- llm_calls and the small tables ----------------------------------------------------------
     def export_llm_calls(self) -> None:
         rows = self.con.execute(
@@ -380,7 +377,7 @@ class _Export:
                 continue
             where = "source = ? AND " + ('CAST(timezone(\'UTC\', "at") AS DATE) = ?' if day else '"at" IS NULL')
             params: list[Any] = [src, day] if day else [src]
-            written = self._rows(
+            written = self._copy(
                 "llm_calls", f"SELECT {cols} FROM llm_calls WHERE {where} ORDER BY {_ORDER['llm_calls']}", params,
                 row_groups=False,
             )
@@ -395,8 +392,8 @@ class _Export:
                 continue
             if not n and "" not in known and not self.disk.get(table):
                 continue
-            written = self._rows(table, f"SELECT {_columns(self.con, table)} FROM {table} ORDER BY {_ORDER[table]}", [],
-                                 row_groups=False)
+            sql = f"SELECT {_columns(self.con, table)} FROM {table} ORDER BY {_ORDER[table]}"
+            written = self._copy(table, sql, [], row_groups=False)
             self._replace(table, "", [written] if written else [], fingerprint)
 
 
