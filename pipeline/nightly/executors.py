@@ -333,9 +333,13 @@ class DaskExecutor:
         self.address = address
         self.grace = grace
         self._futures: dict[str, tuple[Any, BatchJob]] = {}
-        self._starts: dict[str, list[tuple[str, float]]] = {}  # key → (worker, when) of each start
+        # key → (worker, when, announced) of each start: announced by the worker's event, or only
+        # seen in the scheduler's processing list
+        self._starts: dict[str, list[tuple[str, float, bool]]] = {}
         self._starts_lock = threading.Lock()
         self._watched = 0.0
+        self._done: Any = None  # distributed.as_completed, made with the first future
+        self._no_workers_since: float | None = None
         self.client.subscribe_topic(START_TOPIC, self._on_start)
 
     @staticmethod
@@ -348,7 +352,11 @@ class DaskExecutor:
         if not isinstance(msg, dict):
             return
         with self._starts_lock:
-            self._starts.setdefault(self._key(msg["run"], msg["batch"]), []).append((msg["worker"], time.monotonic()))
+            starts = self._starts.setdefault(self._key(msg["run"], msg["batch"]), [])
+            if starts and not starts[-1][2] and starts[-1][0] == msg["worker"]:
+                starts[-1] = (msg["worker"], starts[-1][1], True)  # the start the driver saw already
+            else:
+                starts.append((msg["worker"], time.monotonic(), True))
 
     def threads(self) -> int:
         return int(sum(self.client.nthreads().values()))
@@ -368,19 +376,26 @@ class DaskExecutor:
         key = self._key(job.run_id, job.batch_id)
         fut = self.client.submit(run_on_worker, remote, key=key, pure=False, retries=0)
         self._futures[key] = (fut, job)
+        if self._done is None:
+            from distributed import as_completed
+
+            self._done = as_completed([fut], loop=self.client.loop)
+        else:
+            self._done.add(fut)
 
     def poll(self, wait: float) -> list[Finished]:
         if not self._futures:
             return []
         out: list[Finished] = []
-        # Futures learn their state from the client's own event loop: looking is free.
         deadline = time.monotonic() + wait
-        while not any(f.done() for f, _ in self._futures.values()) and time.monotonic() < deadline:
+        while not self._done.has_ready() and time.monotonic() < deadline:
             time.sleep(0.02)
-        for key, (fut, job) in list(self._futures.items()):
-            if not fut.done():
+        ready = self._done.next_batch(block=False) if self._done.has_ready() else []
+        for fut in ready:
+            key = fut.key
+            if key not in self._futures:  # given up on by _watch already
                 continue
-            del self._futures[key]
+            job = self._futures.pop(key)[1]
             out.append(Finished(job, self._result(key, fut, job)))
         if time.monotonic() - self._watched >= 0.5:
             self._watched = time.monotonic()
@@ -407,20 +422,33 @@ class DaskExecutor:
         return run
 
     def _watch(self) -> list[Finished]:
-        """Batches whose worker went away, or that stayed silent past their time limit."""
+        """Batches whose worker went away, or that stayed silent past their time limit; and every
+        batch, once no worker at all has been connected for the grace period."""
         now = time.monotonic()
-        workers = set(self.client.processing())
+        processing = self.client.processing()
+        workers = set(processing)
+        if not workers:
+            self._no_workers_since = self._no_workers_since or now
+            if now - self._no_workers_since > self.grace:
+                return self._all_failed(f"no Dask worker was connected to {self.address} for {self.grace:.0f} s")
+        else:
+            self._no_workers_since = None
+        running_on = {key: w for w, keys in processing.items() for key in keys}
         out = []
         for key, (fut, job) in list(self._futures.items()):
             if fut.done():
                 continue
             with self._starts_lock:
                 starts = list(self._starts.get(key, []))
+                # A worker that hangs before it could announce the batch: the scheduler still says
+                # where the batch went, and the time limit counts from when the driver saw it there.
+                if not starts and key in running_on:
+                    self._starts[key] = starts = [(running_on[key], now, False)]
             if not starts:
                 continue
-            first, since = starts[0]
+            first, since, _ = starts[0]
             why = None
-            if len(starts) > 1 or first not in workers:
+            if len(starts) > 1 or first not in workers or running_on.get(key, first) != first:
                 why = f"the worker running it ({first}) was lost"
             elif now - since > job.timeout + self.grace:
                 why = f"no answer from the worker running it ({first}) within {job.timeout + self.grace:.0f} s"
