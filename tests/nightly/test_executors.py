@@ -216,3 +216,20 @@ def test_dask_without_a_scheduler_is_a_usage_error(tmp_path: Path) -> None:
     out = nightly(tmp_path, "--executor", "dask", "--scheduler", "tcp://127.0.0.1:9", timeout=120)
     assert out.returncode == 2 and "no Dask scheduler answered" in out.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_with_no_worker_at_all_the_batches_fail_after_the_grace_period(tmp_path: Path, cluster: Cluster) -> None:
+    executor = DaskExecutor(cluster.address, grace=1.0)
+    job = BatchJob(run_id="r", day="2026-10-01", batch_id="b-0", folder=str(tmp_path / "b-0"), parameters={"sleep": 0},
+                   timeout=5.0, runner="tests.nightly.test_executors:sleeping_runner")
+    try:
+        executor.start(job)
+        finished: list[executors.Finished] = []
+        deadline = time.monotonic() + 30
+        while not finished and time.monotonic() < deadline:
+            finished.extend(executor.poll(0.2))
+        assert [f.run.failed for f in finished] == [True]
+        assert "no Dask worker was connected" in (finished[0].run.reason or "")
+        assert not (tmp_path / "b-0" / "run.json").exists()
+    finally:
+        executor.close(kill=True)
