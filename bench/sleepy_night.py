@@ -34,8 +34,8 @@ WORKERS, THREADS = 2, 8
 def sleeping_engine(ctx: Any, recorder: Any) -> Any:
     """The engine of the simulated night: waits SLEEP seconds (the model's latency), reads each
     session once (so the batch may watermark it) and proposes nothing."""
+    from pipeline.consolidator.context import EngineResult, utc_now
     from pipeline.consolidator.contract import Answer
-    from pipeline.consolidator.engine import EngineResult, utc_now
 
     time.sleep(SLEEP)
     at = utc_now()
@@ -46,17 +46,17 @@ def sleeping_engine(ctx: Any, recorder: Any) -> Any:
 
 
 def sleeping_batch(job: Any, out_dir: Path, on_start: Any = None) -> Any:
-    """Runner: one batch through `run_batch`, in this process, with the sleeping engine in place of
-    the rules engine. (Once the engine registry lands, this becomes `register("sleep", …)` and
-    `--engine sleep`.)"""
+    """Runner: one batch through `run_batch` in this process (no Jupyter kernel), with the engine
+    `sleep` registered here, reading the batch's own input folder."""
     from pipeline.consolidator import batch
+    from pipeline.consolidator.engine import Prepared, register
     from pipeline.nightly.executors import BatchRun
 
-    batch.run_rules = sleeping_engine  # type: ignore[assignment]
+    register("sleep", lambda options: Prepared(sleeping_engine))
     t0 = time.monotonic()
     try:
-        batch.run_batch(job.parameters["session_ids"], db=job.parameters["db"], engine="rules", out_dir=out_dir,
-                        run_id=job.run_id, batch_id=job.batch_id)
+        batch.run_batch(job.parameters["session_ids"], batch_input=job.parameters["batch_input"], engine="sleep",
+                        out_dir=out_dir, run_id=job.run_id, batch_id=job.batch_id)
     except Exception as exc:
         return BatchRun(job.batch_id, 1, round(time.monotonic() - t0, 2), "here", True, f"{type(exc).__name__}: {exc}")
     return BatchRun(job.batch_id, 0, round(time.monotonic() - t0, 2), "here")

@@ -7,7 +7,8 @@ files, never the warehouse. A running batch therefore never needs the warehouse 
 trip over the driver's writes or an analyst's connection, and it can run on a machine that has no
 warehouse at all (the scale-out).
 
-    input/sessions.parquet      the batch's rows of `sessions` (all columns but the ingest state)
+    input/sessions.parquet      the batch's rows of `sessions` (the analyst views read `state`: a forked
+                                Codex rollout's inherited lines are not its own prompts)
     input/lines.parquet         every line of those sessions, (session_id, line_no, text)
     input/watermarks.parquet    their watermarks            } what list_sessions needs for
     input/memory_links.parquet  their links to memories     } newFromLine and linkedMemories
@@ -52,7 +53,7 @@ MARKER = "batch.json"
 _IN_BATCH = "session_id IN (SELECT unnest($ids::VARCHAR[]))"
 # What each small file holds: one query per table, the batch's ids bound as $ids.
 _TABLES: dict[str, str] = {
-    "sessions": f"SELECT * EXCLUDE (state) FROM sessions WHERE {_IN_BATCH} ORDER BY session_id",
+    "sessions": f"SELECT * FROM sessions WHERE {_IN_BATCH} ORDER BY session_id",
     "watermarks": f"SELECT * FROM watermarks WHERE {_IN_BATCH}",
     "memory_links": f"SELECT * FROM memory_links WHERE {_IN_BATCH}",
     "memories": f"SELECT * FROM memories WHERE memory_id IN (SELECT memory_id FROM memory_links WHERE {_IN_BATCH})",
