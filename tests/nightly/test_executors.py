@@ -84,7 +84,10 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 def held_notebook(job: BatchJob, out_dir: Path, on_start: Callable[[int], None] | None = None) -> BatchRun:
     """The consolidate notebook, started once the test creates the hold file (named by the
     workers' environment): the test can see where each batch is before any of them runs."""
+    from distributed import get_worker
+
     hold = Path(os.environ[HOLD])
+    (hold.parent / f"started-{get_worker().name}").touch()  # the batch is running on this worker
     deadline = time.monotonic() + 120
     while not hold.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -142,16 +145,15 @@ def test_a_killed_worker_fails_its_batches_and_the_next_night_lands_them(tmp_pat
 
     thread = threading.Thread(target=run)
     thread.start()
-    victim = None
+    deadline = time.monotonic() + 120
+    started: list[Path] = []
+    while not started and time.monotonic() < deadline:
+        started = sorted(cluster.folder.glob("started-*"))
+        time.sleep(0.1)
+    assert started, "no batch started on a worker"
+    name = started[0].name.removeprefix("started-")
     with cluster.client() as c:
-        deadline = time.monotonic() + 120
-        while victim is None and time.monotonic() < deadline:
-            busy = {addr: keys for addr, keys in c.processing().items() if any(str(k).startswith("batch-") for k in keys)}
-            if busy:
-                victim = next(iter(busy))
-            time.sleep(0.1)
-        assert victim, "no batch reached a worker"
-        name = c.scheduler_info()["workers"][victim]["name"]
+        victim = next(a for a, w in c.scheduler_info()["workers"].items() if w["name"] == name)
     cluster.workers[name].kill()
     cluster.workers[name].wait()
     (cluster.folder / "release").write_text("go")
