@@ -129,6 +129,26 @@ def append_one_percent(files: list[Path]) -> int:
     return added
 
 
+def lake_counts_agree(lake: Path, db: Path) -> bool:
+    """Per-session line counts of the lake, read by DuckDB, polars and pyarrow, equal the warehouse's."""
+    import duckdb
+    import polars as pl
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    con = duckdb.connect(str(db), read_only=True)
+    want = dict(con.execute("SELECT session_id, count(*) FROM lines GROUP BY 1").fetchall())
+    con.close()
+    pattern = str(lake / "lines" / "**" / "*.parquet")
+    duck = dict(duckdb.connect().execute(
+        "SELECT session_id, count(*) FROM read_parquet(?, hive_partitioning = true) GROUP BY 1", [pattern]).fetchall())
+    polars = dict(pl.scan_parquet(pattern, hive_partitioning=True).group_by("session_id").len().collect().iter_rows())
+    part = ds.partitioning(pa.schema([("source", pa.string()), ("day", pa.date32())]), flavor="hive")
+    table = ds.dataset(lake / "lines", format="parquet", partitioning=part).to_table(columns=["session_id"])
+    arrow = {r["session_id"]: r["count_all"] for r in table.group_by("session_id").aggregate([([], "count_all")]).to_pylist()}
+    return want == duck == polars == arrow
+
+
 def p50(fn, n: int = 9) -> float:
     samples = []
     for _ in range(n):
@@ -142,6 +162,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bytes", type=int, default=TARGET_BYTES)
     ap.add_argument("--skip-cache", action="store_true", help="skip the cache-report benchmark")
+    ap.add_argument("--skip-night", action="store_true", help="skip the simulated 500-batch night (local and Dask)")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
     t0 = time.perf_counter()
@@ -167,6 +188,15 @@ def main() -> int:
     t_ingest, _ = timed([*pipeline, "ingest", str(CORPUS), "--db", str(db), "--json"], stdout=subprocess.DEVNULL)
     results["ingest_s"] = t_ingest
     results["ingest_peak_rss_mb"] = child_peak_rss_mb()
+    results["export_warehouse_bytes"] = db.stat().st_size
+
+    # The lake: a first export of everything, against the warehouse file's size.
+    lake = OUT / "lake"
+    shutil.rmtree(lake, ignore_errors=True)
+    t_export, proc = timed([*pipeline, "export", "--db", str(db), "--to", str(lake), "--json"],
+                           stdout=subprocess.PIPE, text=True)
+    results["export_s"] = t_export
+    results["export_bytes"] = json.loads(proc.stdout)["lakeBytes"]
 
     # The appends below are undone at the end, so every run starts from the same corpus.
     original_sizes = {f: f.stat().st_size for f in files}
@@ -184,6 +214,14 @@ def _measure(results: dict, files: list[Path], db: Path, args: argparse.Namespac
     t_re, _ = timed([*pipeline, "ingest", str(CORPUS), "--db", str(db), "--json"], stdout=subprocess.DEVNULL)
     results["reingest_1pct_s"] = t_re
     results["reingest_added_bytes"] = added
+
+    # Every session grew by about 1 %: the second export writes only the new lines.
+    lake = OUT / "lake"
+    t_inc, proc = timed([*pipeline, "export", "--db", str(db), "--to", str(lake), "--json"],
+                        stdout=subprocess.PIPE, text=True)
+    results["export_1pct_s"] = t_inc
+    results["export_1pct_bytes"] = json.loads(proc.stdout)["bytesWritten"]
+    results["lake_counts_agree"] = lake_counts_agree(lake, db)
 
     # The same step inside one Python process, to separate the work from interpreter start-up and
     # library imports, which a command pays however little it has to read.
@@ -224,6 +262,10 @@ def _measure(results: dict, files: list[Path], db: Path, args: argparse.Namespac
         if cache_bench.exists():
             proc = subprocess.run([sys.executable, str(cache_bench)], capture_output=True, text=True, check=True)
             results.update(json.loads(proc.stdout))
+
+    if not args.skip_night:
+        proc = subprocess.run([sys.executable, str(ROOT / "sleepy_night.py")], capture_output=True, text=True, check=True)
+        results["night"] = json.loads(proc.stdout)
 
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
     print_table(results)
@@ -295,9 +337,30 @@ def print_table(r: dict) -> None:
             ("extra per night (2 publishes)", f"{night:.1f} s", f"3 with the report: {night + r['publish_s']:.1f} s",
              "plus the inputs' disk until landed"),
         ]
+    if "export_s" in r:
+        rows.append(("export to a Parquet lake", f"{r['export_s']:.2f} s, {r['export_bytes'] / 1e6:.0f} MB",
+                     f"warehouse file {r['export_warehouse_bytes'] / 1e6:.0f} MB",
+                     f"{r['export_bytes'] / r['export_warehouse_bytes']:.2f}x the file; {r['export_s'] / r['ingest_s']:.2f}x full ingest"))
+        rows.append(("export after +1 %", f"{r['export_1pct_s']:.2f} s, {r['export_1pct_bytes'] / 1e6:.1f} MB",
+                     f"first export {r['export_s']:.2f} s",
+                     f"{100 * r['export_1pct_s'] / r['export_s']:.1f} % (must be <= 10 %); "
+                     f"lake counts {'agree' if r['lake_counts_agree'] else 'DIFFER'} in DuckDB, polars, pyarrow"))
     if "cache_report_s" in r:
         rows.append(("cache-report, bulk calls", f"{r['cache_report_s']:.1f} s, {r['cache_report_peak_rss_mb']:.0f} MB",
                      f"{r['cache_report_calls']:,} calls", "goal <= 30 s and <= 4096 MB"))
+    for name, label in (("local", "night, local --parallel 8"), ("dask", "night, dask 2 workers x 8 threads"),
+                        ("dask_kill", "night, dask, a worker killed")):
+        n = r.get("night", {}).get(name)
+        if not n:
+            continue
+        ratio = n["batch_phase_s"] / n["ideal_s"]
+        verdict = "(must be <= 1.5x)" if name == "dask" else ""
+        if name == "dask_kill":
+            verdict = (f"{n['applied']} landed, {n['failed']} failed ({'; '.join(n['failed_reasons'])}), "
+                       f"{n['failed_sessions_pending']} sessions pending")
+        rows.append((label, f"{n['batch_phase_s']:.1f} s for {n['batches']} batches (night {n['night_s']:.0f} s)",
+                     f"ideal {n['ideal_s']:.1f} s ({n['batches']} x 2 s / {n['concurrency']})",
+                     f"{ratio:.2f}x {verdict}".strip()))
     width = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in [("measure", "ours", "reference", "ratio"), *rows]:
         print("  ".join(cell.ljust(width[i]) for i, cell in enumerate(row)))

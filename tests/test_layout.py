@@ -24,8 +24,9 @@ ALLOWED: dict[str, set[str]] = {
     "corpus": {"consolidator", "warehouse", TOP},
     "nightly": {"corpus", "consolidator", "warehouse", "cache", "calls", "anchoring", TOP},
     # The analyst's facade (`from pipeline.explore import query`) and the CLI sit on top.
+    "lake": {"warehouse", TOP},
     "explore": {"warehouse", TOP},
-    "cli": {"nightly", "corpus", "consolidator", "warehouse", "cache", "calls", "anchoring", TOP},
+    "cli": {"nightly", "corpus", "consolidator", "warehouse", "cache", "calls", "anchoring", "lake", TOP},
     "main": {"cli"},
 }
 

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "pipeline.cli.eval": ("eval",),
     "pipeline.cli.calls": ("import-calls",),
     "pipeline.cli.cache": ("simulate", "cache-report"),
+    "pipeline.cli.export": ("export",),
 }
 COMMAND_MODULES = tuple(COMMANDS)
 

@@ -23,6 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=engine_choices(), default="auto",
                    help="auto: openai when OPENAI_API_KEY is set, else the offline rules engine")
     p.add_argument("--parallel", type=positive_int, default=2, metavar="N", help="batches run at once (default 2)")
+    p.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="where batches run: local (processes beside this one, --parallel at a time) or dask "
+                   "(the workers of a Dask cluster; needs --scheduler)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="the Dask scheduler, e.g. tcp://10.0.0.5:8786 (else PIPELINE_DASK_SCHEDULER)")
+    p.add_argument("--batch-timeout", type=float, default=3600.0, metavar="SECONDS",
+                   help="a batch still running after this long is stopped and counted failed (default 3600)")
     p.add_argument("--date", metavar="YYYY-MM-DD", help="the night's date for the run folder (default today, UTC)")
     p.add_argument("--no-report", action="store_true", help="skip the cache analysis and the HTML report")
     p.add_argument("--cutover", metavar="YYYY-MM-DD",
@@ -49,6 +56,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         sources=args.source, engine=args.engine, parallel=args.parallel, date=args.date, report=not args.no_report,
         db=args.db, corpus=args.corpus, runs=args.runs, model=args.model, base_url=args.base_url,
         max_sessions=args.max_sessions, max_bytes=args.max_bytes, cutover=args.cutover, wait=args.wait,
+        executor=args.executor, scheduler=args.scheduler, batch_timeout=args.batch_timeout,
         budgets={k: getattr(args, k) for k in ("max_tool_calls", "max_submits", "max_tokens", "max_seconds")},
     )
     result = nightly.run_nightly(opts)
@@ -65,7 +73,9 @@ def _summary(result: nightly.NightResult, args: argparse.Namespace) -> None:
 
     console = Console(stderr=True, width=160)
     table = Table(title=f"night {result.day} · run {result.run_id} · {result.engine_note}")
-    keys = ("batch", "sessions", "status", "memories", "linked", "watermarked", "tasksProposed", "seconds", "reason")
+    keys = ["batch", "sessions", "status", "memories", "linked", "watermarked", "tasksProposed", "seconds", "reason"]
+    if args.executor == "dask":  # which worker ran each batch
+        keys.insert(-1, "where")
     for col in keys:
         table.add_column("tasks proposed" if col == "tasksProposed" else col)
     # Batches an interrupted run left behind come first, marked as such: one whose notebook never

@@ -24,11 +24,9 @@ import contextlib
 import datetime as dt
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,15 +41,9 @@ from pipeline.consolidator.engine import resolve_engine
 from pipeline.corpus import apply as apply_mod
 from pipeline.errors import ReportError, UsageError
 from pipeline.faults import crash_point
-from pipeline.nightly import planner
-from pipeline.nightly.kernels import (
-    KERNEL_START_RETRIES,
-    Parameter,
-    log_says_kernel_did_not_start,
-    notebook_failure,
-    papermill_command,
-    run_papermill,
-)
+from pipeline.nightly import executors, planner
+from pipeline.nightly.executors import BatchJob, Executor
+from pipeline.nightly.kernels import Parameter, notebook_failure, papermill_command, run_papermill
 from pipeline.nightly.lock import nightly_lock
 from pipeline.nightly.progress import Progress
 from pipeline.warehouse import db as warehouse
@@ -81,7 +73,10 @@ class NightlyOptions(BaseModel):
     max_sessions: int = Field(default=planner.MAX_SESSIONS, ge=1)
     max_bytes: int = Field(default=planner.MAX_BYTES, ge=1)
     budgets: dict[str, Any] = Field(default_factory=dict)
-    batch_timeout: float = 3600.0
+    batch_timeout: float = Field(default=3600.0, gt=0)
+    executor: str = "local"     # local | dask
+    scheduler: str | None = None  # the Dask scheduler's address, for --executor dask
+    runner: str = executors.DEFAULT_RUNNER  # what runs one batch (a dotted path; benchmarks swap it)
     wait: float = Field(default=WRITE_WAIT_SECONDS, ge=0)  # seconds to wait for the write lock
     cutover: str | None = None  # the day date anchoring was deployed, for the cache report
 
@@ -95,6 +90,7 @@ class BatchOutcome:
     reason: str | None = None
     started_at: dt.datetime | None = None
     seconds: float | None = None
+    where: str | None = None  # local, or the Dask worker that ran it
     memories: int = 0
     linked: int = 0
     watermarked: int = 0
@@ -104,7 +100,8 @@ class BatchOutcome:
     def row(self) -> dict[str, Any]:
         return {"batch": self.batch_id, "sessions": len(self.session_ids), "status": self.status,
                 "memories": self.memories, "linked": self.linked, "watermarked": self.watermarked,
-                "tasksProposed": self.tasks.get("proposed", 0), "seconds": self.seconds, "reason": self.reason}
+                "tasksProposed": self.tasks.get("proposed", 0), "seconds": self.seconds, "reason": self.reason,
+                "where": self.where}
 
 
 @dataclass
@@ -166,11 +163,14 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
     for src in opts.sources:
         if not Path(src).exists():
             raise UsageError(f"--source {src}: no such file or directory")
+    if opts.executor not in executors.EXECUTORS:
+        raise UsageError(f"unknown executor {opts.executor!r}; choose one of {', '.join(executors.EXECUTORS)}")
     run_id = new_run_id()
     run_dir = runs_root / day / run_id
     result = NightResult(run_id, day, engine, why, run_dir)
     say(f"nightly {run_id}: {why}")
-    with nightly_lock(db, run_id) as lock:
+    # A Dask scheduler that does not answer stops the night before anything is ingested or planned.
+    with _remote_executor(opts, say) as remote, nightly_lock(db, run_id) as lock:
         if lock.previous and lock.previous.get("runId"):
             say(f"taking over from interrupted run {lock.previous['runId']} (pid {lock.previous.get('pid')} is gone)")
         recorded = False
@@ -215,7 +215,7 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
             # Published: analysts now see tonight's sessions. No lock is held while the batches run.
             result.publish_seconds += session.publish_seconds
 
-            _run_batches(outcomes, engine, run_id, db, opts, lock, say)
+            _run_batches(outcomes, engine, run_id, db, opts, lock, say, remote)
             crash_point("nightly:batches-done")
 
             with warehouse.write_session(db, wait=opts.wait, say=say) as session:
@@ -376,101 +376,101 @@ def _papermill_cmd(b: BatchOutcome, engine: str, db: Path, opts: NightlyOptions)
                              batch_parameters(b, engine, db, opts), cwd=REPO)
 
 
+def _job(b: BatchOutcome, engine: str, run_id: str, db: Path, opts: NightlyOptions) -> BatchJob:
+    """One batch for an executor. Its input folder travels with it, so a remote worker needs nothing
+    of the driver's disk; locally the command is the one `_papermill_cmd` gives."""
+    params = {k: v for k, v in batch_parameters(b, engine, db, opts).items() if k != "out_dir"}
+    folder = b.folder.absolute()
+    return BatchJob(run_id=run_id, day=folder.parent.parent.name, batch_id=b.batch_id, folder=str(folder),
+                    parameters=params, timeout=opts.batch_timeout, env={"PIPELINE_RUN_ID": run_id},
+                    notebook=str(CONSOLIDATE_NOTEBOOK), runner=opts.runner,
+                    ship={"batch_input": str(folder / INPUT_DIR)},
+                    command=_papermill_cmd(b, engine, db, opts))
+
+
+@contextlib.contextmanager
+def _remote_executor(opts: NightlyOptions, say: Say) -> Iterator[Executor | None]:
+    if opts.executor != "dask":
+        yield None
+        return
+    remote = executors.make_executor("dask", parallel=opts.parallel, scheduler=opts.scheduler)
+    try:
+        if isinstance(remote, executors.DaskExecutor):
+            say(f"batches run on the Dask cluster at {remote.address} ({remote.threads()} worker thread(s) now)")
+        yield remote
+    finally:
+        remote.close(kill=True)
+
+
 def _run_batches(outcomes: list[BatchOutcome], engine: str, run_id: str, db: Path, opts: NightlyOptions,
-                 lock: Any, say: Say) -> None:
+                 lock: Any, say: Say, remote: Executor | None = None) -> None:
     if not outcomes:
         return
     if sys.stderr.isatty():
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
 
-        with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        with Bar("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                 TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task("batches", total=len(outcomes))
             _run_batch_processes(outcomes, engine, run_id, db, opts, lock, bar.console.print,
-                                 lambda: bar.advance(task))
+                                 lambda: bar.advance(task), remote)
     else:
-        _run_batch_processes(outcomes, engine, run_id, db, opts, lock, say, lambda: None)
+        _run_batch_processes(outcomes, engine, run_id, db, opts, lock, say, lambda: None, remote)
 
 
 def _run_batch_processes(outcomes: list[BatchOutcome], engine: str, run_id: str, db: Path, opts: NightlyOptions,
-                         lock: Any, say: Say, advance: Callable[[], None]) -> None:
-    queue = list(outcomes)
+                         lock: Any, say: Say, advance: Callable[[], None], remote: Executor | None = None) -> None:
+    """Hand every batch to the executor (local processes, or the Dask cluster) and collect how each
+    ended. Only this thread writes progress.json; nothing writes the warehouse meanwhile."""
+    executor = remote or executors.make_executor("local", parallel=opts.parallel, scheduler=None,
+                                                 on_start=lock.add_group, on_end=lock.remove_group)
+    outcomes[0].folder.parent.mkdir(parents=True, exist_ok=True)
     progress = Progress(outcomes[0].folder.parent, run_id, [(b.batch_id, len(b.session_ids)) for b in outcomes])
     progress.write()
-    running: dict[int, tuple[subprocess.Popen, BatchOutcome, float, Any]] = {}
-    env = {**os.environ, "PIPELINE_RUN_ID": run_id, "PYTHONUNBUFFERED": "1"}
+    queue = list(outcomes)
+    by_id = {b.batch_id: b for b in outcomes}
+    verb = "submitted" if executor.name == "dask" else "started"
+    shown: dict[str, int] = {}
     done = 0
-    retries: dict[str, int] = {}
     try:
-        while queue or running:
-            while queue and len(running) < opts.parallel:
+        while queue or done < len(outcomes):
+            while queue and executor.capacity() > 0:
                 b = queue.pop(0)
-                b.folder.mkdir(parents=True, exist_ok=True)
-                log = (b.folder / "papermill.log").open("w", encoding="utf-8")
-                proc = subprocess.Popen(_papermill_cmd(b, engine, db, opts), cwd=REPO, env=env, stdout=log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
-                lock.add_group(proc.pid)
-                running[proc.pid] = (proc, b, time.monotonic(), log)
                 b.started_at = b.started_at or dt.datetime.now(dt.UTC)
-                progress.started(b.batch_id, proc.pid)
-                say(f"batch {b.batch_id}: started ({len(b.session_ids)} sessions)")
+                executor.start(_job(b, engine, run_id, db, opts))
+                progress.update(b.batch_id, status="running", startedAt=b.started_at.isoformat(timespec="seconds"))
+                say(f"batch {b.batch_id}: {verb} ({len(b.session_ids)} sessions)")
                 crash_point("nightly:batch-started")
-            time.sleep(0.1)
-            for pid, (proc, b, started, log) in list(running.items()):
-                code = proc.poll()
-                elapsed = time.monotonic() - started
-                if code is None and elapsed > opts.batch_timeout:
-                    os.killpg(pid, signal.SIGKILL)
-                    code = proc.wait()
-                    b.reason = f"timed out after {opts.batch_timeout:.0f} s"
-                if code is None:
-                    continue
-                log.close()
-                lock.remove_group(pid)
-                del running[pid]
-                log_path = b.folder / "papermill.log"
-                if (code != 0 and not b.reason and not (b.folder / "run.json").exists()
-                        and retries.get(b.batch_id, 0) < KERNEL_START_RETRIES and log_says_kernel_did_not_start(log_path)):
-                    # Nothing ran: Jupyter sometimes loses a kernel while several start at once.
-                    retries[b.batch_id] = retries.get(b.batch_id, 0) + 1
-                    log_path.replace(b.folder / f"papermill.attempt{retries[b.batch_id]}.log")
-                    queue.insert(0, b)
-                    progress.update(b.batch_id, status="planned", pid=None)
-                    say(f"batch {b.batch_id}: its kernel did not start; starting it again")
-                    continue
+            finished = executor.poll(0.2)
+            for batch_id, pid in executor.pids().items():
+                if shown.get(batch_id) != pid:
+                    shown[batch_id] = pid
+                    progress.started(batch_id, pid)
+            for fin in finished:
+                b = by_id[fin.job.batch_id]
+                for note in fin.run.notes:
+                    say(note)
                 done += 1
                 advance()
-                b.seconds = round(elapsed, 2)
-                if code != 0 and not (b.folder / "run.json").exists():
-                    b.status = "failed"
-                    failure = None if b.reason else notebook_failure(b.folder / "notebook.ipynb")
+                b.seconds, b.where = fin.run.seconds, fin.run.where
+                if fin.run.failed:
+                    b.status, b.reason = "failed", fin.run.reason
+                    # A notebook that ran and raised names its failing cell; a killed or lost one cannot.
+                    failure = notebook_failure(b.folder / "notebook.ipynb") if fin.run.returncode and not fin.run.killed else None
                     if failure is not None:
                         b.error = failure.to_json()
                         b.reason = str(failure)[:300]
-                    b.reason = b.reason or _notebook_error(log_path)
-                progress.ended(b.batch_id, failed=b.status == "failed", seconds=b.seconds, reason=b.reason)
-                say(f"batch {b.batch_id}: notebook finished in {elapsed:.1f} s ({done}/{len(outcomes)})"
+                progress.ended(b.batch_id, failed=b.status == "failed", seconds=b.seconds or 0.0, reason=b.reason)
+                on = f" on {b.where}" if executor.name == "dask" else ""
+                say(f"batch {b.batch_id}: notebook finished in {fin.run.seconds:.1f} s{on} ({done}/{len(outcomes)})"
                     + (f" — failed: {b.reason}" if b.status == "failed" else ""))
     except BaseException:
-        for pid in list(running):
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        executor.close(kill=True)
         raise
-
-
-def _notebook_error(log: Path) -> str:
-    """What papermill's log says, when the executed notebook names no failing cell (the kernel died
-    or never started, papermill itself refused to run)."""
-    try:
-        lines = [ln.strip() for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return "the batch notebook failed (no log)"
-    errors = [ln for ln in lines if "Error" in ln or "Exception" in ln]
-    text = errors[-1] if errors else (lines[-1] if lines else "the batch notebook failed")
-    return text[:300]
+    if remote is None:
+        executor.close(kill=False)
 
 
 def _mark(db: Path, run_id: str, b: BatchOutcome, status: str | None = None) -> None:

@@ -221,11 +221,13 @@ def test_a_batch_whose_kernel_did_not_start_is_started_again(tmp_path: Path, mon
     said: list[str] = []
     night._run_batch_processes([batch], "rules", "r1", wh, night.NightlyOptions(), NoLock(), said.append, lambda: None)
     retried = [s for s in said if "kernel did not start; starting it again" in s]
-    if failures <= night.KERNEL_START_RETRIES:
+    from pipeline.nightly.kernels import KERNEL_START_RETRIES
+
+    if failures <= KERNEL_START_RETRIES:
         assert batch.status != "failed" and (batch.folder / "run.json").exists() and len(retried) == failures
     else:
         assert batch.status == "failed" and "Kernel died" in (batch.reason or "")
-        assert len(retried) == night.KERNEL_START_RETRIES
+        assert len(retried) == KERNEL_START_RETRIES
 
 
 def test_run_papermill_runs_again_only_when_the_kernel_did_not_start(tmp_path: Path) -> None:
