@@ -96,8 +96,11 @@ _NOISE = re.compile(
 )
 
 # Normalising: the parts that differ between two occurrences of the same failure. Order matters:
-# quoted values first (they may hold paths and numbers), numbers last.
+# quoted values first (they may hold paths and numbers), numbers last. Whitespace is made single spaces
+# first as well as last: a path or a quote that a tab or a control separator cut in two on the first
+# pass must not become one on a second, or normalising a shape would change it again.
 _NORMALISE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\s+"), " "),
     (re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|«[^»\n]*»|“[^”\n]*”|‘[^’\n]*’"), "<value>"),
     (re.compile(r"\"[^\"\n]*$"), "<value>"),  # a quoted value cut off by the end of the line
     (re.compile(r"\[?<value>(?:\s*,\s*<value>)+\]?|\[<value>\]"), "<value>"),  # a list of values is one value

@@ -431,17 +431,17 @@ def export_lake(db_file: str | Path | None, to: str, *, since: str | dt.date | N
         manifest = mf.parse(store.read_manifest(), f"{store.url}/{mf.NAME}")
         with db.reading(db_file) as con:
             con.execute(f"ATTACH ':memory:' AS {DELTA}")
-            con.execute("BEGIN TRANSACTION")
-            job = _Export(con, store, manifest, report, since_day, say)
-            try:
-                job.reconcile()
-                job.export_sessions()
-                job.export_llm_calls()
-                job.export_small()
-            except BaseException:
-                store.finish()
-                raise
-            con.execute("COMMIT")
+            # One read transaction: every table is read at the same moment.
+            with db.atomic(con):
+                job = _Export(con, store, manifest, report, since_day, say)
+                try:
+                    job.reconcile()
+                    job.export_sessions()
+                    job.export_llm_calls()
+                    job.export_small()
+                except BaseException:
+                    store.finish()
+                    raise
         job.new.export_id = export_id
         job.new.exported_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         job.new.warehouse = str(config.db_path(db_file).resolve())
