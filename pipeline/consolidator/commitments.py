@@ -26,9 +26,28 @@ a requirement ("we will want/need …") or a negation, and:
 * **the user**: an English first-person future that is not hypothetical ("I'll restart the
   container myself"), or, in any language, one that defers or hands off.
 
-Work announced for right now ("now", "first", 先, jetzt, сейчас, …) is narration. `resolved` is set
-when a later message of the same session (or, given project slugs, of a later session of the same
-project) reports the same work done in English; `dueHint` only when the sentence names an ISO date.
+Work announced for right now ("now", "first", 先, jetzt, сейчас, …) is narration. `dueHint` is set
+only when the sentence names an ISO date. `resolved` is set when the promise is seen kept later in
+its session (or, given project slugs, in a later session of the same project), by the first of:
+
+* **english**: a later sentence has the promise's verb in the past and its words ("I'll fix the
+  parser later" … "Fixed the parser");
+* **edit** (an agent's promise, same session): the promise's sentence names a file by a path with a
+  folder (`specs/001/spec.md`, `E:\\a\\b\\spec.md`; a bare name like `README.md` is in every folder, so
+  it names none) and a later successful tool call writes it (Write, Edit, MultiEdit, NotebookEdit,
+  or a patch that adds or updates it); the paths match when one ends with the other, two parts or more;
+* **report**: a later message of the promise's own side (the agent's for the agent, the user's for
+  the user) has a sentence reporting work done in any of the eight languages (a completion word,
+  `promise_phrases.reports_done`: "Report recorded in …", "Ich habe … aktualisiert", "Видео скачано",
+  "記錄完成:" with the line it introduces; never with "not yet" beside it, never a question or a
+  future) that shares two content words with the promise (words of four letters or more of the
+  alphabetic scripts, compared on their first five letters, function words left out; CJK text counts
+  through the Latin names it holds), or one besides the promised verb itself ("Dann fülle ich User
+  Story … konkret aus" … "… konkret ausgefüllt").
+
+A list handed to the user is resolved only by the English rule (one report rarely covers every item).
+A promise marked resolved is hidden from the reviewer, so the rules ask for two pieces of evidence
+(a completion word and shared words, or a named file and a write of it) and leave the rest open.
 A promise made before a session's `new_from_line` was reported on an earlier night; it is reported
 again only when new lines show it done. Subagent files that replay their parent's messages are read
 once (the same text said by the same role in an earlier session of the batch is skipped).
@@ -196,6 +215,8 @@ class CommitmentFinding:
     speaker: str | None = None  # "agent", "user" or "other"; by default from the role
     why: str = "english"  # which rule: english, deferral, handoff, sequencing, user-list
     items: tuple[str, ...] = ()  # for a user list: its items
+    sentence: str = ""  # the whole sentence the promise was read from (the quote may be cut)
+    resolved_by: str | None = None  # which rule saw it done: english, report, edit, edit+report
 
     @property
     def actor(self) -> str:
@@ -245,7 +266,7 @@ def _english(sentence: str, message: Message, speaker: str) -> CommitmentFinding
     return CommitmentFinding(
         session_id=message.session_id, line_no=message.line_no, role=message.role,
         quote=sentence[match.start():][:MAX_QUOTE_CHARS].rstrip(), verb=verbs[0].lower(), rest=rest,
-        confidence=round(min(confidence, 0.9), 2), due_hint=due, speaker=speaker, why="english",
+        confidence=round(min(confidence, 0.9), 2), due_hint=due, speaker=speaker, why="english", sentence=sentence,
     )
 
 
@@ -292,6 +313,7 @@ def _promise(sentence: str, previous: str | None, message: Message, speaker: str
     return CommitmentFinding(
         session_id=message.session_id, line_no=message.line_no, role=message.role, quote=quote,
         verb="", rest=quote, confidence=confidence, due_hint=_due_hint(sentence), speaker=speaker, why=why,
+        sentence=sentence,
     )
 
 
@@ -334,8 +356,18 @@ def _user_list(message: Message, part: str) -> CommitmentFinding | None:
     return None
 
 
-def _resolution(finding: CommitmentFinding, later: Sequence[Message]) -> Message | None:
-    """The first of the `later` messages that reports this (English) work done, if any."""
+@dataclass(frozen=True)
+class _Done:
+    """Where a promise was seen done: a message's line, or a tool call's line."""
+
+    session_id: str
+    line_no: int
+    rule: str
+
+
+def _english_done(finding: CommitmentFinding, later: Sequence[Message]) -> Message | None:
+    """The first of the `later` messages that reports this (English) work done with the promise's own
+    verb in the past, if any."""
     if finding.why != "english" or not finding.verb:
         return None
     forms = _past_forms(finding.verb)
@@ -349,6 +381,153 @@ def _resolution(finding: CommitmentFinding, later: Sequence[Message]) -> Message
             if pattern.search(sentence) and len(wanted & _keywords(sentence)) >= need:
                 return message
     return None
+
+
+# Words of the alphabetic scripts (Latin with its accents, Cyrillic); CJK text has no word breaks and
+# contributes only through the Latin names it holds (file names, commands, identifiers).
+_TERM_WORD = re.compile(r"[A-Za-z\u00c0-\u024f\u0400-\u04ff][A-Za-z0-9\u00c0-\u024f\u0400-\u04ff]*")
+_TERM_STEM = 5  # words that share their first five letters are one term ("aktualisiere", "aktualisiert")
+_TERM_STOP = frozenset(
+    # English
+    "this that these those with from into your yours there here then than when once after before what which "
+    "will would could should shall have been being just also only some more most very much such them they their "
+    "about over again still even make sure tell know need want please thanks thank okay whenever where "
+    # German
+    "dann danach sobald diese dieser dieses einen einer eines eine mich dich dein deine deiner mein meine meiner "
+    "wird werde werden habe haben auch noch nicht bitte danke sich sind oder aber wenn weil damit dass einfach "
+    "jetzt hier alles "
+    # French, Spanish
+    "avec pour dans cette sont vous nous mais plus tout tous ensuite quand "
+    "para como esto esta este pero todo cuando luego después ahora "
+    # Russian
+    "чтобы если когда потом затем после этот этого тебе меня только также тоже можно нужно сейчас будет "
+    "пришлите".split()
+)
+
+
+def _terms(text: str) -> set[str]:
+    """The content words of `text` (four letters or more, not a function word), each cut to its stem."""
+    out = set()
+    for word in _TERM_WORD.findall(text):
+        w = word.lower()
+        if len(w) >= 4 and w not in _TERM_STOP:
+            out.add(w[:_TERM_STEM])
+    return out
+
+
+def _reports(message: Message) -> list[str]:
+    """The sentences of `message` that report work done (see `promise_phrases.reports_done`); one
+    that ends its line with a colon takes in the next line, which it introduces ("記錄完成:" and then
+    what was recorded)."""
+    out: list[str] = []
+    for part in spoken_parts(message.text):
+        lines = [line for line in part.split("\n") if line.strip()]
+        for n, line in enumerate(lines):
+            said = sentences(line)
+            for i, sentence in enumerate(said):
+                if is_question(sentence) or pp.first_person_future(sentence) or not pp.reports_done(sentence):
+                    continue
+                if i == len(said) - 1 and sentence.rstrip("*_ ").endswith((":", "：")) and n + 1 < len(lines):
+                    sentence = f"{sentence} {lines[n + 1].strip()}"
+                out.append(sentence)
+    return out
+
+
+# A path: at least one folder separator between names ("specs/001/spec.md", "E:\\a\\b.md", "~/x/y").
+_PATH = re.compile(r"(?<![\w:/\\.~-])(?:[A-Za-z]:)?[~.]?[\\/]?(?:[\w.-]+[\\/])+[\w.-]*\w")
+
+
+def _path_parts(path: str) -> list[str]:
+    parts = [p for p in path.replace("\\", "/").lower().split("/") if p and p not in (".", "~")]
+    if parts and re.fullmatch(r"[a-z]:", parts[0]):
+        parts = parts[1:]
+    return parts
+
+
+def named_paths(text: str) -> list[list[str]]:
+    """The paths `text` names (two parts or more: a folder and a name), each split into its parts."""
+    out = []
+    for match in _PATH.finditer(text):
+        if "://" in text[max(0, match.start() - 8) : match.end()]:
+            continue  # a URL, not a file
+        parts = _path_parts(match.group(0))
+        if len(parts) >= 2:
+            out.append(parts)
+    return out
+
+
+def same_file(named: Sequence[str], written: str) -> bool:
+    """Does the written path end with the named one, or the named one with it, two parts or more
+    (a bare name such as `README.md` names no file: every folder has one)?"""
+    parts = _path_parts(written)
+    short, long_ = (list(named), parts) if len(named) <= len(parts) else (parts, list(named))
+    return len(short) >= 2 and long_[len(long_) - len(short) :] == short
+
+
+def _written(named: Sequence[Sequence[str]], edits: Sequence[tuple[int, str]], after: int, until: int) -> int | None:
+    """The first line after `after` (and not after `until`) where a tool call wrote a named file."""
+    for line_no, path in edits:
+        if after < line_no <= until and any(same_file(n, path) for n in named):
+            return line_no
+    return None
+
+
+def _promised_verb(sentence: str) -> str | None:
+    """The stem of the verb the speaker promised ("fülle ich … aus" → "füll", "I'll write" → "writ"),
+    when it is written in an alphabetic script and four letters or more."""
+    match = pp.first_person_future(sentence)
+    if match is None:
+        return None
+    before = _TERM_WORD.findall(match.group(0))
+    if len(before) >= 2 and before[-1].lower() == "ich":  # German verb-second: "dann fülle ich"
+        verb = before[-2]
+    else:
+        after = [w for w in _TERM_WORD.findall(sentence[match.end():]) if w.lower() not in _FILLER]
+        if not after:
+            return None
+        verb = after[0]
+    stem = re.sub(r"(?:en|e|s)$", "", verb.lower())
+    return stem if len(stem) >= 4 else None
+
+
+def _report_done(finding: CommitmentFinding, message: Message, later: Sequence[Message]) -> _Done | None:
+    """The first later report, by the promise's own side, that shares two terms with the promise, or
+    one term and the promised verb ("fülle ich … konkret aus" → "… konkret ausgefüllt")."""
+    wanted = _terms(finding.sentence or finding.rest)
+    verb = _promised_verb(finding.sentence) if finding.sentence else None
+    for reply in later:
+        if reply.role != message.role:
+            continue
+        for report in _reports(reply):
+            shared = wanted & _terms(report)
+            with_verb = verb is not None and any(verb in w.lower() for w in _TERM_WORD.findall(report))
+            if len(shared) >= 2 or (with_verb and len(shared - {verb[:_TERM_STEM]}) == 1):
+                return _Done(reply.session_id, reply.line_no, "report")
+    return None
+
+
+def _resolution(
+    finding: CommitmentFinding, message: Message, later: Sequence[Message], edits: Sequence[tuple[int, str]]
+) -> _Done | None:
+    """Where the promise made in `message` was seen done: in the `later` messages (those of its own
+    session, or of the project's later sessions, in order) or in `edits`, its session's file writes as
+    (call line, path). The rules are in the module docstring; the earliest evidence wins."""
+    found: list[_Done] = []
+    english = _english_done(finding, later)
+    if english is not None:
+        found.append(_Done(english.session_id, english.line_no, "english"))
+    if finding.why != "user-list":
+        named = named_paths(finding.sentence) if finding.actor == "agent" else []
+        line = _written(named, edits, message.line_no, 1 << 62) if named else None
+        if line is not None:
+            found.append(_Done(message.session_id, line, "edit"))
+        report = _report_done(finding, message, later)
+        if report is not None:
+            found.append(report)
+    if not found:
+        return None
+    rank = {sid: i for i, sid in enumerate(dict.fromkeys(m.session_id for m in later))}
+    return min(found, key=lambda d: (rank.get(d.session_id, -1), d.line_no))
 
 
 def _later_in_project(
@@ -382,10 +561,13 @@ def find_commitments(
     new_from_line: Mapping[str, int] | None = None,
     slugs: Mapping[str, str | None] | None = None,
     calls: Mapping[str, Sequence[int]] | None = None,
+    edits: Mapping[str, Sequence[tuple[int, str]]] | None = None,
 ) -> list[CommitmentFinding]:
     """Promises in user and agent text, in transcript order (see the module docstring).
 
     `calls` gives each session's tool-call line numbers (sorted); without it no turn has tool calls.
+    `edits` gives each session's file writes as (tool-call line, path), sorted; without it no promise
+    is seen kept by a tool call.
     """
     new_from = new_from_line or {}
     by_session: dict[str, list[Message]] = {}
@@ -421,10 +603,11 @@ def find_commitments(
                     listed = _user_list(message, part)
                     if listed is not None:
                         candidates.append(listed)
+            written = sorted((edits or {}).get(sid, ()))
             for finding in candidates:
-                done = _resolution(finding, said[i + 1 :])
+                done = _resolution(finding, message, said[i + 1 :], written)
                 if done is None and slugs:
-                    done = _resolution(finding, _later_in_project(message, by_session, slugs))
+                    done = _resolution(finding, message, _later_in_project(message, by_session, slugs), ())
                 fresh_news = done is not None and done.line_no >= new_from.get(done.session_id, 1)
                 if finding.line_no < new_from.get(sid, 1) and not fresh_news:
                     continue
@@ -432,6 +615,7 @@ def find_commitments(
                     finding,
                     resolved_at=done.line_no if done else None,
                     resolved_in=done.session_id if done and done.session_id != sid else None,
+                    resolved_by=done.rule if done else None,
                 ))
     return found
 

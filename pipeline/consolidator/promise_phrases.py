@@ -18,7 +18,10 @@ Japanese, Korean, German, French, Spanish, Russian) the module knows:
   si tu veux, wenn du möchtest, если хочешь, 如果你愿意, よろしければ, 원하시면), and "I can" forms;
 * **requirements**: "we will want/need/have to …": what something needs, not who will do it;
 * **immediate**: words that make the future the very next step (now, first, right away; jetzt,
-  zunächst, maintenant, d'abord, ahora, сейчас, сначала, 先, 现在, まず, 먼저): narration.
+  zunächst, maintenant, d'abord, ahora, сейчас, сначала, 先, 现在, まず, 먼저): narration;
+* **done reports**: completion words (a past form or participle of a verb of doing, or "done":
+  written, recorded, erledigt, aktualisiert, mis à jour, actualizado, скачано, 完成, 已, しました, 완료)
+  with no "not yet" beside them (not, nicht, pas encore, todavía no, ещё не, 未, 沒, ていません, 못).
 
 `pipeline.consolidator.commitments` decides with these which sentences are promises.
 """
@@ -36,6 +39,7 @@ __all__ = [
     "is_offer",
     "is_requirement",
     "negated",
+    "reports_done",
     "requests_action",
     "sequencing",
 ]
@@ -275,3 +279,46 @@ def handoff(sentence: str) -> bool:
 def requests_action(sentence: str) -> bool:
     """The sentence asks the other party to do or give something."""
     return bool(_REQUEST.search(sentence))
+
+
+# -- reports of work done --------------------------------------------------------------------------
+# The completion words of each language: a participle or past form of a verb of doing (written,
+# updated, saved, downloaded, …) or a word that says the work is finished (done, erledigt, готово, 完成).
+# They only say *that* something was done; `pipeline.consolidator.commitments` decides *what* by the
+# words the report shares with the promise.
+_DONE = re.compile(
+    r"\b(?:done|finished|completed|fixed|updated|added|wrote|written|recorded|saved|created|committed|pushed|"
+    r"merged|removed|deleted|installed|downloaded|uploaded|implemented|applied|filled(?: in| out)?|moved|renamed|"
+    r"logged|documented|sent|published|replaced|rebuilt|restarted|appended|captured|noted|changed|edited)\b|"
+    r"\bI(?:['’]ve| have)\s+(?:now\s+|just\s+|also\s+)?[a-z]+(?:ed|en)\b|"
+    r"\b(?:erledigt|fertig|aktualisiert|ergänzt|hinzugefügt|geschrieben|gespeichert|erstellt|angelegt|behoben|"
+    r"korrigiert|entfernt|gelöscht|eingearbeitet|eingetragen|ausgefüllt|umgesetzt|implementiert|angepasst|"
+    r"übernommen|heruntergeladen|installiert|committet|gepusht|dokumentiert|festgehalten|geändert|vermerkt)\b|"
+    r"\b(?:fait|terminé|fini|corrigé|ajouté|mise?s? à jour|écrit|enregistré|créé|supprimé|installé|téléchargé|"
+    r"implémenté|appliqué|rempli|complété|envoyé|déplacé|modifié|renseigné|noté|consigné)e?s?\b|"
+    r"\b(?:hecho|listo|terminado|corregido|añadido|agregado|actualizado|escrito|guardado|creado|eliminado|"
+    r"borrado|instalado|descargado|implementado|aplicado|completado|rellenado|enviado|movido|modificado|"
+    r"registrado|anotado)s?\b|"
+    r"\b(?:готово|сделан[оаы]?|сделала?|исправил[аои]?|исправлен[оаы]?|добавил[аи]?|добавлен[оаы]?|обновил[аи]?|"
+    r"обновлен[оаы]?|записал[аи]?|записан[оаы]?|сохранил[аи]?|сохранен[оаы]?|сохранён|создал[аи]?|создан[оаы]?|"
+    r"удалил[аи]?|удален[оаы]?|удалён|установил[аи]?|установлен[оаы]?|скачал[аи]?|скачан[оаы]?|загрузил[аи]?|"
+    r"загружен[оаы]?|внесл?[аи]?|внесён|заполнил[аи]?|заполнен[оаы]?|выполнил[аи]?|выполнен[оаы]?)\b|"
+    r"完成|搞定|做好|寫好|写好|改好|修好|補上了|补上了|加上了|加好了|更新了|寫入|写入|記錄了|记录了|"
+    r"已(?:經|经)?\s*(?:完成|寫|写|更新|加上|加入|補|补|修|改|建立|記錄|记录|新增|提交|commit|push|推送|刪|删|移|下載|下载|安裝|安装|註記|注记)|"
+    r"しました|完了|済み|できました|終わりました|書きました|入れました|直しました|送りました|作りました|"
+    r"완료|했습니다|했어요|됐습니다|되었습니다|끝났|마쳤",
+    _I,
+)
+# What undoes a completion word: not yet, still to do, never ("nicht", "pas encore", "ещё не", 未, 沒).
+_NOT_DONE = re.compile(
+    r"\b(?:not|n['’]t|never|yet to|still (?:need|have) to|no longer|nothing)\b|"
+    r"\b(?:nicht|noch nicht|kein|keine|nie)\b|\b(?:pas|jamais|rien)\b|\b(?:no|todavía no|aún no|nada)\b|"
+    r"\b(?:не|ещё не|еще не|пока не|ни)\b|未|沒|没|不|尚|还没|還沒|ていません|ませんでした|못|않|안\s",
+    _I,
+)
+
+
+def reports_done(sentence: str) -> bool:
+    """The sentence says work was done (a completion word of any of the eight languages), and nothing
+    in it says the work is not done yet. A question or a future is the caller's to rule out."""
+    return bool(_DONE.search(sentence)) and not _NOT_DONE.search(sentence)

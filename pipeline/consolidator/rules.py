@@ -32,6 +32,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline.consolidator import shell_commands as sh
 from pipeline.consolidator.commitments import Message, commitment_entry, find_commitments
 from pipeline.consolidator.context import BatchContext, EngineResult, Recorder, utc_now
 from pipeline.consolidator.contract import MIN_CANDIDATE_EVIDENCE, check_answer, written_text
@@ -165,10 +166,16 @@ def build_answer(
     patterns = find_error_patterns(runs, order, new_from_line, roots)
     routines = find_routines(runs, order, slugs, new_from_line, roots)
     calls: dict[str, list[int]] = {}
+    edits: dict[str, list[tuple[int, str]]] = {}  # the files each session's calls wrote (a kept promise shows there)
     for run in runs:
         if run.call_line is not None:
             calls.setdefault(run.session_id, []).append(run.call_line)
-    commitments = find_commitments(messages, new_from_line, slugs, {s: sorted(v) for s, v in calls.items()})
+            if not run.is_error and run.exit_code in (None, 0):
+                for path in sh.written_files(run.name or "", run.tool_input):
+                    edits.setdefault(run.session_id, []).append((run.call_line, path))
+    commitments = find_commitments(
+        messages, new_from_line, slugs, {s: sorted(v) for s, v in calls.items()}, {s: sorted(v) for s, v in edits.items()}
+    )
     candidates = [pattern_candidate(p, slugs, names) for p in patterns] + [routine_candidate(r, names) for r in routines]
     return {
         "candidates": [_keep_quotes_out(c) for c in candidates],

@@ -27,6 +27,7 @@ __all__ = [
     "INSPECTION",
     "SEARCH",
     "SYNTAX",
+    "WRITE_TOOLS",
     "Command",
     "Segment",
     "describe",
@@ -39,6 +40,7 @@ __all__ = [
     "summary",
     "tool_command",
     "tool_target",
+    "written_files",
 ]
 
 # Tools that act on one file or folder, and the input field that names it.
@@ -130,6 +132,21 @@ def patch_text(tool_input: Any) -> str | None:
             if isinstance(text, str) and "*** Begin Patch" in text:
                 return text
     return None
+
+
+# File tools that change the file they name (Read, Glob, Grep and LS only look).
+WRITE_TOOLS = ("Edit", "MultiEdit", "Write", "NotebookEdit")
+
+
+def written_files(name: str, tool_input: Any) -> list[str]:
+    """The files a call writes or edits: a writing file tool's path, or every file a patch adds or updates."""
+    patch = patch_text(tool_input)
+    if patch is not None:
+        return [path for op, path in patch_targets(patch) if op in ("Add", "Update")]
+    if name in WRITE_TOOLS:
+        target = tool_target(name, tool_input)
+        return [target] if target else []
+    return []
 
 
 def tool_target(name: str, tool_input: Any) -> str | None:

@@ -1,0 +1,188 @@
+"""When a promise was kept (`resolved`): a later write of the file it names, or a later report of the
+work done, in any of the eight languages.
+
+Every sentence here is written for the test, after the grammar patterns the rules follow; none is
+taken from a transcript.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.consolidator import promise_phrases as pp
+from pipeline.consolidator import shell_commands as sh
+from pipeline.consolidator.commitments import (
+    CommitmentFinding,
+    Message,
+    find_commitments,
+    named_paths,
+    same_file,
+)
+
+PROMPT = "Please look into it."
+
+
+def session(promise: str, *later: tuple[str, str], edits: Sequence[tuple[int, str]] = ()) -> list[CommitmentFinding]:
+    """A prompt (line 1), the promise ending its turn (line 3), the user's answer (line 5), then each
+    (role, text) of `later` on lines 7, 9, …; `edits` are file writes as (line, path)."""
+    said = [
+        Message("s1", 1, "user", PROMPT, is_prompt=True),
+        Message("s1", 3, "assistant", promise),
+        Message("s1", 5, "user", "Here it is.", is_prompt=True),
+    ]
+    said += [Message("s1", 7 + 2 * i, role, text) for i, (role, text) in enumerate(later)]
+    calls = sorted({n for n, _ in edits})
+    return find_commitments(said, calls={"s1": calls}, edits={"s1": list(edits)})
+
+
+def only(findings: list[CommitmentFinding]) -> CommitmentFinding:
+    """The promise of line 3 (a later message may promise something of its own)."""
+    mine = [f for f in findings if f.line_no == 3]
+    assert len(mine) == 1, findings
+    return mine[0]
+
+
+# -- a report of the work done ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("promise", "report"),
+    [
+        ("Send me the invoice template and I'll write the quarterly summary into the finance folder.",
+         "Quarterly summary recorded in the finance folder."),
+        ("Sobald du die Preise schickst, aktualisiere ich die Preisliste im Handbuch.",
+         "Ich habe die Preisliste im Handbuch aktualisiert."),
+        ("Dès que tu m'envoies le logo, je mettrai à jour la bannière du portail.",
+         "La bannière du portail est mise à jour."),
+        ("Cuando me envíes los datos, prepararé el informe mensual de ventas.",
+         "Informe mensual de ventas terminado."),
+        ("Пришлите мне ссылку на архив, я попробую скачать отчёт.",
+         "Архив скачан, отчёт сохранён в папке загрузок."),
+        ("你把 nginx 配置发给我,我就更新 deploy 脚本的 upstream 部分。",
+         "已更新 deploy 脚本的 upstream 部分。"),
+        ("設定ファイルを送っていただければ、migration スクリプトの timeout を直します。",
+         "migration スクリプトの timeout を修正しました。"),
+        ("설정 파일을 보내주시면 cache 설정의 timeout 값을 고칠게요.",
+         "cache 설정의 timeout 값 수정 완료했습니다."),
+    ],
+)
+def test_a_later_report_that_shares_the_work_resolves(promise: str, report: str) -> None:
+    finding = only(session(promise, ("assistant", report)))
+    assert (finding.resolved_at, finding.resolved_by) == (7, "report")
+
+
+def test_one_shared_word_is_enough_beside_the_promised_verb() -> None:
+    promise = "Magst du mir die Beschreibung geben? Dann fülle ich die Abschnitte konkret aus."
+    assert only(session(promise, ("assistant", "Erledigt. Ich habe alles konkret ausgefüllt."))).resolved_by == "report"
+    # the same word without the verb is not enough
+    assert only(session(promise, ("assistant", "Ich habe die Tabelle konkret ergänzt."))).resolved_at is None
+
+
+def test_a_report_colon_takes_in_the_line_it_introduces() -> None:
+    promise = "你指定路徑,我就把 decision log 補上 design notes。"
+    report = "記錄完成:\n\n- 新增 decision log 一節,寫在 design notes 裡。"
+    assert only(session(promise, ("assistant", report))).resolved_at == 7
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        "The quarterly summary is not recorded yet; the finance folder is read-only.",  # not done
+        "Have you recorded the quarterly summary in the finance folder?",  # a question
+        "I'll record the quarterly summary in the finance folder later.",  # still a future
+        "Updated the README.",  # done, but something else
+        "还没更新 quarterly summary 和 finance folder。",  # not done, in Chinese
+    ],
+)
+def test_what_does_not_resolve(report: str) -> None:
+    promise = "Send me the invoice template and I'll write the quarterly summary into the finance folder."
+    assert only(session(promise, ("assistant", report))).resolved_at is None
+
+
+def test_only_the_promising_side_reports_its_own_work() -> None:
+    promise = "Send me the invoice template and I'll write the quarterly summary into the finance folder."
+    assert only(session(promise, ("user", "Quarterly summary recorded in the finance folder."))).resolved_at is None
+
+
+def test_one_shared_word_that_is_the_verb_is_not_enough() -> None:
+    promise = "你跑完把結果貼給我,過了我就 commit。"
+    assert only(session(promise, ("assistant", "已 commit 並 push 到 develop。"))).resolved_at is None
+
+
+# -- a tool call that writes the named file -----------------------------------------------------------
+def test_writing_the_named_file_resolves() -> None:
+    promise = r"Sobald du diese Punkte beantwortest, aktualisiere ich die Spezifikation in E:\proj\specs\001-login\spec.md."
+    finding = only(session(promise, edits=[(6, "specs/001-login/spec.md")]))
+    assert (finding.resolved_at, finding.resolved_by) == (6, "edit")
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["docs/README.md", "other/001-login/spec.md", "spec.md"],
+)
+def test_writing_another_file_does_not(written: str) -> None:
+    promise = "Send me the field list and I'll update specs/001-login/spec.md with it."
+    assert only(session(promise, edits=[(6, written)])).resolved_at is None
+
+
+def test_a_bare_file_name_names_no_file() -> None:
+    promise = "Send me the field list and I'll update README.md with it."
+    assert only(session(promise, edits=[(6, "docs/README.md")])).resolved_at is None
+
+
+def test_a_write_before_the_promise_does_not_count() -> None:
+    said = [
+        Message("s1", 1, "user", PROMPT, is_prompt=True),
+        Message("s1", 3, "assistant", "Send me the field list and I'll update specs/login/spec.md with it."),
+    ]
+    found = find_commitments(said, calls={"s1": [2]}, edits={"s1": [(2, "specs/login/spec.md")]})
+    assert only(found).resolved_at is None
+
+
+def test_named_paths_and_matching() -> None:
+    assert named_paths(r"see E:\a\b\spec.md and ~/w/x.md, not https://h/x/y or README.md") == [
+        ["a", "b", "spec.md"], ["w", "x.md"]]
+    assert same_file(["a", "b", "spec.md"], "b/spec.md")
+    assert not same_file(["b", "spec.md"], "c/spec.md")
+
+
+def test_written_files_of_tool_calls() -> None:
+    patch = "*** Begin Patch\n*** Update File: a/b.md\n@@\n-x\n+y\n*** Add File: c/d.md\n+z\n*** Delete File: e/f.md\n*** End Patch"
+    assert sh.written_files("apply_patch", patch) == ["a/b.md", "c/d.md"]
+    assert sh.written_files("shell", {"command": ["apply_patch", patch]}) == ["a/b.md", "c/d.md"]
+    assert sh.written_files("Write", {"file_path": "/x/y.md", "content": ""}) == ["/x/y.md"]
+    assert sh.written_files("Read", {"file_path": "/x/y.md"}) == []
+
+
+@given(st.text(alphabet="abcdefghij /\\.-", max_size=40), st.text(alphabet="abcdefghij/.-", max_size=40))
+def test_same_file_needs_two_shared_parts(named_text: str, written: str) -> None:
+    for named in named_paths(named_text):
+        if same_file(named, written):
+            tail = [p for p in written.lower().split("/") if p and p not in (".", "~")]
+            assert len(tail) >= 2 and len(named) >= 2
+            short = min(len(tail), len(named))
+            assert tail[-short:] == named[-short:]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "done"),
+    [
+        ("Done: the index is rebuilt.", True),
+        ("Erledigt, die Datei ist gespeichert.", True),
+        ("C'est fait, j'ai ajouté la colonne.", True),
+        ("Listo, he actualizado el archivo.", True),
+        ("Готово, файл обновлён и сохранен.", True),
+        ("已完成迁移。", True),
+        ("移行が完了しました。", True),
+        ("배포 완료했습니다.", True),
+        ("The tests have not been updated.", False),
+        ("Die Datei ist noch nicht gespeichert.", False),
+        ("Ещё не сохранено.", False),
+        ("还没完成。", False),
+        ("This is already a git repository.", False),
+    ],
+)
+def test_done_reports(sentence: str, done: bool) -> None:
+    assert pp.reports_done(sentence) is done
