@@ -500,8 +500,9 @@ def _report_done(finding: CommitmentFinding, message: Message, later: Sequence[M
             continue
         for report in _reports(reply):
             shared = wanted & _terms(report)
-            with_verb = verb is not None and any(verb in w.lower() for w in _TERM_WORD.findall(report))
-            if len(shared) >= 2 or (with_verb and len(shared - {verb[:_TERM_STEM]}) == 1):
+            if len(shared) >= 2:
+                return _Done(reply.session_id, reply.line_no, "report")
+            if verb and any(verb in w.lower() for w in _TERM_WORD.findall(report)) and len(shared - {verb[:_TERM_STEM]}) == 1:
                 return _Done(reply.session_id, reply.line_no, "report")
     return None
 
