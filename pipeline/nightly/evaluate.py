@@ -23,6 +23,8 @@ tokens, cached share and cost):
 * precision = proposals matching a clear item / (proposals − those matching only borderline items);
 * memory recall is over clear items with `rulesDetectable` true when the engine is `rules`, over all
   clear items otherwise; commitment recall is over clear items;
+* `resolved` agreement: a commitment proposal matching gold commitments (clear or borderline, any
+  actor) that all carry the same `resolved` is scored; `resolvedAgreed` of `resolvedScored` say the same;
 * proposals whose evidence lies wholly outside the reviewed sessions are not scored; `actor: other`
   commitments are not scored (a proposal by `other` is left out, and a gold `other` item counts as
   borderline: matching it neither rewards nor penalises).
@@ -55,6 +57,7 @@ from pipeline.warehouse import db as warehouse
 
 __all__ = [
     "OVERLAP_CHARS",
+    "CommitmentFigures",
     "Evaluation",
     "Figures",
     "GoldCommitment",
@@ -230,6 +233,7 @@ class Proposal:
     evidence: tuple[tuple[str, str], ...]  # (sessionId, quote)
     actor: str | None = None
     batch_id: str | None = None
+    resolved: bool | None = None  # a commitment's `resolved`
 
 
 def proposals_from(answer: Answer, batch_id: str | None = None) -> list[Proposal]:
@@ -239,7 +243,7 @@ def proposals_from(answer: Answer, batch_id: str | None = None) -> list[Proposal
     ]
     out += [
         Proposal("commitment", c.statement, tuple((e.sessionId, e.quote) for e in c.evidence),
-                 actor=c.actor, batch_id=batch_id)
+                 actor=c.actor, batch_id=batch_id, resolved=c.resolved)
         for c in answer.commitments
     ]
     return out
@@ -259,9 +263,18 @@ class Figures(BaseModel):
     found: int
 
 
+class CommitmentFigures(Figures):
+    """The commitments row, and how often the engine's `resolved` agrees with the gold item's:
+    `resolvedScored` scored proposals match a gold commitment (clear or borderline, any actor) whose
+    matched items agree on `resolved`; `resolvedAgreed` of them say the same."""
+
+    resolvedAgreed: int = 0
+    resolvedScored: int = 0
+
+
 class Score(BaseModel):
     memories: Figures
-    commitments: Figures
+    commitments: CommitmentFigures
     falseCommitments: int
     notCommitments: int
     unmatchedExamples: dict[str, list[dict[str, Any]]]
@@ -349,6 +362,22 @@ def _example(p: Proposal, negatives: Sequence[list[GoldEvidence]], reviewed: set
     return out
 
 
+def _resolved_agreement(
+    coms: Sequence[Proposal], gold: GoldSet, reviewed: set[str], line_text: LineText
+) -> tuple[int, int]:
+    """(agreed, scored): of the commitment proposals that match gold commitments all labelled alike
+    on `resolved` (a proposal matching items that disagree is left out), how many say the same."""
+    items = [(c.resolved, ev) for _, c in gold.commitments if (ev := _in_review(c.evidence, reviewed))]
+    agreed = judged = 0
+    for p in coms:
+        labels = {resolved for resolved, ev in items if _matches(p, ev, reviewed, line_text)}
+        if len(labels) != 1 or p.resolved is None:
+            continue
+        judged += 1
+        agreed += p.resolved in labels
+    return agreed, judged
+
+
 def score(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText, *, engine: str) -> Score:
     """Score `proposals` against `gold`; `line_text(session, line)` is a warehouse line (None if absent)."""
     reviewed = set(gold.reviewed)
@@ -370,6 +399,9 @@ def score(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText, *, 
     com_other = [ev for ev in (_in_review(c.evidence, reviewed) for _, c in gold.commitments
                                if c.certainty != "clear" or c.actor == "other") if ev]
     com_fig, com_unmatched = _figures(coms, com_clear, com_other, [True] * len(com_clear), reviewed, line_text)
+
+    agreed, judged = _resolved_agreement(coms, gold, reviewed, line_text)
+    com_fig = CommitmentFigures(**com_fig.model_dump(), resolvedAgreed=agreed, resolvedScored=judged)
 
     negatives = [ev for ev in (_in_review(n.evidence, reviewed) for _, n in gold.not_commitments) if ev]
     false_commitments = sum(1 for ev in negatives if any(_matches(p, ev, reviewed, line_text) for p in coms))
@@ -574,6 +606,8 @@ def render_table(evaluation: Evaluation) -> str:
             f"{_fmt(f.precision):>9} {_fmt(f.recall):>7}   ({f.found} of {f.clear} {what} items found)"
         )
     rows.append("")
+    c = s.commitments
+    rows.append(f"commitments whose `resolved` agrees with the gold item: {c.resolvedAgreed} of {c.resolvedScored}")
     rows.append(f"not_commitment items proposed as commitments: {s.falseCommitments} of {s.notCommitments}")
     t = totals(batch_costs(evaluation))
     cost = "no price" if t["costUsd"] is None else f"${t['costUsd']:.4f}"

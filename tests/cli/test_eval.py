@@ -119,8 +119,10 @@ def test_rules_engine_scoring_arithmetic_on_the_samples(samples_copy: Path, tmp_
     m, c = len(cands), len(coms)
     assert doc["memories"] == {"proposed": m, "matched": 1, "borderline_only": 1, "unmatched": m - 2,
                                "precision": round(1 / (m - 1), 4), "recall": 0.5, "clear": 2, "found": 1}
+    # `resolved` is scored on the two proposals that match gold commitments (labelled unresolved here).
     assert doc["commitments"] == {"proposed": c, "matched": 1, "borderline_only": 1, "unmatched": c - 2,
-                                  "precision": round(1 / (c - 1), 4), "recall": 0.5, "clear": 2, "found": 1}
+                                  "precision": round(1 / (c - 1), 4), "recall": 0.5, "clear": 2, "found": 1,
+                                  "resolvedAgreed": sum(not p["resolved"] for p in coms[:2]), "resolvedScored": 2}
     assert doc["falseCommitments"] == 1
     flagged = [e for e in doc["unmatchedExamples"]["commitments"] if e["notCommitment"]]
     assert [e["quote"] for e in flagged] == [coms[2]["evidence"][0]["quote"]]
@@ -194,7 +196,7 @@ def test_the_openai_engine_against_the_fake_server(wh: Path, fake: FakeOpenAI, t
     assert doc["memories"] == {"proposed": 1, "matched": 1, "borderline_only": 0, "unmatched": 0, "precision": 1.0,
                                "recall": 0.5, "clear": 2, "found": 1}
     assert doc["commitments"] == {"proposed": 1, "matched": 1, "borderline_only": 0, "unmatched": 0, "precision": 1.0,
-                                  "recall": 1.0, "clear": 1, "found": 1}
+                                  "recall": 1.0, "clear": 1, "found": 1, "resolvedAgreed": 1, "resolvedScored": 1}
     assert doc["unmatchedExamples"] == {"memories": [], "commitments": []}
     [batch] = doc["batches"]
     assert batch["outcome"] == "accepted" and batch["tokens"]["prompt"] > 0

@@ -14,8 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.consolidator.contract import Answer
 from pipeline.errors import UsageError
-from pipeline.nightly.evaluate import OVERLAP_CHARS, GoldSet, Proposal, _overlap, parse_gold, score
+from pipeline.nightly.evaluate import (
+    OVERLAP_CHARS,
+    GoldSet,
+    Proposal,
+    _overlap,
+    parse_gold,
+    proposals_from,
+    score,
+)
 
 S1, S2, OUT = "s-one", "s-two", "s-not-reviewed"
 
@@ -80,8 +89,8 @@ def mem_p(*evidence: tuple[str, str]) -> Proposal:
     return Proposal("memory", "proposed claim", tuple(evidence))
 
 
-def com_p(*evidence: tuple[str, str], actor: str = "agent") -> Proposal:
-    return Proposal("commitment", "proposed statement", tuple(evidence), actor=actor)
+def com_p(*evidence: tuple[str, str], actor: str = "agent", resolved: bool | None = None) -> Proposal:
+    return Proposal("commitment", "proposed statement", tuple(evidence), actor=actor, resolved=resolved)
 
 
 # --- the gold file ----------------------------------------------------------------------------------------
@@ -228,6 +237,39 @@ def test_commitment_figures_by_hand() -> None:
     [example] = s.unmatchedExamples["commitments"]
     assert example == {"statement": "proposed statement", "sessionId": S1, "quote": "Let me update the script now.",
                        "actor": "agent", "notCommitment": True}
+
+
+def test_resolved_agreement_by_hand() -> None:
+    g = gold(
+        commitment(ev(S1, 7, "I'll add a regression test for the date parser later."), resolved=True),
+        commitment(ev(S2, 5, "I will rotate the keys"), certainty="borderline", resolved=False),  # borderline counts
+        commitment(ev(S1, 11, "then I'll deploy"), actor="user", resolved=True),
+        commitment(ev(S1, 11, "tell me when staging is up"), actor="user", resolved=False),  # disagrees with the one above
+    )
+    props = [
+        com_p((S1, "I'll add a regression test"), resolved=True),                   # agrees
+        com_p((S2, "Once the migration lands I will rotate the keys."), resolved=True),  # disagrees
+        com_p((S1, "tell me when staging is up, then I'll deploy"), resolved=True),   # gold items disagree: left out
+        com_p((S1, "Installing respx with pip"), resolved=False),                  # matches no gold item: left out
+        com_p((S1, "I'll add a regression test")),                                 # no `resolved`: left out
+    ]
+    c = score(g, props, line_text, engine="rules").commitments
+    assert (c.resolvedAgreed, c.resolvedScored) == (1, 2)
+    dumped = c.model_dump()
+    assert {"proposed", "matched", "borderline_only", "unmatched", "precision", "recall", "clear", "found"} <= set(dumped)
+    assert (dumped["resolvedAgreed"], dumped["resolvedScored"]) == (1, 2)
+    memories = score(g, props, line_text, engine="rules").memories.model_dump()
+    assert "resolvedScored" not in memories
+
+
+def test_proposals_carry_the_engine_s_resolved() -> None:
+    answer = Answer.model_validate({
+        "candidates": [], "readSessionIds": [S1],
+        "commitments": [{"statement": "The agent will add a regression test.", "actor": "agent", "confidence": 0.8,
+                         "resolved": True, "evidence": [{"sessionId": S1, "quote": "I'll add a regression test"}]}],
+    })
+    [p] = proposals_from(answer)
+    assert p.resolved is True
 
 
 def test_nothing_to_divide_by_gives_none() -> None:
