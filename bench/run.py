@@ -228,11 +228,15 @@ def _measure(results: dict, files: list[Path], db: Path, args: argparse.Namespac
     from pipeline.warehouse import db as warehouse
     from pipeline.warehouse import ingest as ingest_mod
 
+    # Timed in two parts: the ingest itself, and publishing the working file when the write ends
+    # (a full copy of the warehouse, whatever the size of the change; see README, Concurrent use).
     append_one_percent(files)
     t0 = time.perf_counter()
     with warehouse.writing(db) as wcon:
         ingest_mod.ingest(wcon, [CORPUS])
+        t_work = time.perf_counter() - t0
     results["reingest_1pct_inprocess_s"] = time.perf_counter() - t0
+    results["reingest_1pct_work_s"] = t_work
 
     import duckdb
 
@@ -318,6 +322,8 @@ def print_table(r: dict) -> None:
          f"{100 * r['reingest_1pct_s'] / r['ingest_s']:.1f} % (goal <= 5 %)"),
         ("re-ingest +1 %, in-process", f"{r['reingest_1pct_inprocess_s']:.2f} s", "no interpreter start-up",
          f"{100 * r['reingest_1pct_inprocess_s'] / r['ingest_s']:.1f} % of full ingest"),
+        ("  of which the ingest", f"{r['reingest_1pct_work_s']:.2f} s", "the rest is the publish",
+         f"{100 * r['reingest_1pct_work_s'] / r['ingest_s']:.1f} % of full ingest"),
         ("search, largest session (p50)", f"{r['search_p50_ms']:.1f} ms", f"grep -nF {r['grep_nF_p50_ms']:.1f} ms",
          f"{r['search_p50_ms'] / r['grep_nF_p50_ms']:.2f}x (goal <= 2x)"),
         ("count matching lines, corpus", f"{r['count_lines_p50_ms']:.0f} ms", f"grep -rcF {r['grep_rcF_p50_ms']:.0f} ms",
