@@ -338,10 +338,17 @@ def header_html(run_id: str, t: dict[str, Any], note: str | None = None) -> str:
         parts.append(f"night of {_e(t['day'])}")
     if run:
         parts.append(f"engine {_e(run.get('engine'))}" + (f" ({_e(run.get('model'))})" if run.get("model") else ""))
-        parts.append(f"status {_e(run.get('status'))}")
+        status, finished = run.get("status"), plain(run.get("finished_at"))
+        # The page is written during the night's last step, before the run records its end: a run
+        # still `reporting` has landed every batch and is marked done once the page exists. A reader
+        # the next morning must not take the night for one that never finished.
+        if status == "reporting":
+            status = "done"
+        finished = finished or f"report written {plain(dt.datetime.now(dt.UTC).replace(microsecond=0))}"
+        parts.append(f"status {_e(status)}")
         if run.get("started_at"):
             parts.append(f'<span class="nowrap">{_e(plain(run["started_at"]))}</span> → '
-                         f'<span class="nowrap">{_e(plain(run.get("finished_at")) or "…")}</span>')
+                         f'<span class="nowrap">{_e(finished or "…")}</span>')
     out = f"<p>{' · '.join(parts)}</p>"
     if note:
         out += f"<p><em>{_e(note)}</em></p>"

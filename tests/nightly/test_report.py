@@ -139,6 +139,24 @@ def test_the_report_says_what_the_figures_count(night: dict[str, Any]) -> None:
     assert "The consolidator's own model: none used tonight (the offline rules engine)" in page
     assert "cutover none given" in page and "after cutover" not in page
     assert "<td>applied</td>" in page
+    # Written during the night's last step, the page already says the night is done and when.
+    assert "status done" in page and "status reporting" not in page and "→ <span class=\"nowrap\">…" not in page
+
+
+def test_the_header_of_a_page_written_while_reporting_says_done() -> None:
+    import datetime as dt
+
+    import polars as pl
+
+    from pipeline.nightly.report import header_html
+
+    started = dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.UTC)
+    run = pl.DataFrame([{"engine": "rules", "model": None, "status": "reporting", "started_at": started,
+                         "finished_at": None}])
+    head = header_html("r1", {"run": run, "day": "2026-12-01"})
+    assert "status done" in head and "report written 20" in head and "…" not in head
+    failed = header_html("r1", {"run": run.with_columns(pl.lit("failed").alias("status"))})
+    assert "status failed" in failed and "report written 20" in failed
 
 
 @pytest.mark.parametrize("width", WIDTHS)
