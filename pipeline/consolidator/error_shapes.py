@@ -449,12 +449,14 @@ def pattern_candidate(
     show_shape = finding.shape not in quotes and bool(_PLACEHOLDER.search(finding.shape))
     # The error's name leads, so the memory's file name (a slug of the claim) says what it is about.
     # No count in the claim: later nights link more sessions to the same memory, and a count would go stale.
+    # "Repeatedly within a session" stays true when a later night links another session where it
+    # recurred again; "within one session" would not.
     if finding.why == "sessions":
         claim = f"{finding.head} recurs in failed {tool} across sessions"
     else:
-        claim = f"{finding.head} recurs in failed {tool} within one session"
+        claim = f"{finding.head} recurs in failed {tool}, repeatedly within a session"
     if show_shape:
-        claim += f", as {_clip(finding.shape, 160)}"
+        claim += f", as {_clip(finding.shape, 160).rstrip(' :;,.')}"
     claim = _clip(claim + ".", MAX_CLAIM_CHARS)
     places = "; ".join(
         f"{sid} line{'s' if len(occ) > 1 else ''} {', '.join(str(n) for n, _ in occ)}"
