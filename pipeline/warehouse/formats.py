@@ -31,9 +31,14 @@ class Identity:
 
 
 def slug_for(cwd: str | None) -> str | None:
-    """Claude Code's project folder name: every non-alphanumeric character of cwd becomes '-'."""
+    """Claude Code's project folder name: every non-alphanumeric character of cwd becomes '-'.
+
+    A Windows drive letter is written in capitals: harnesses record `c:\\Users\\…` and `C:\\Users\\…`
+    for the same folder, and one project must not become two."""
     if not cwd:
         return None
+    if re.match(r"^[a-z]:[\\/]", cwd):
+        cwd = cwd[0].upper() + cwd[1:]
     return re.sub(r"[^A-Za-z0-9]", "-", cwd)
 
 

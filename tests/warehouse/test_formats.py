@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from pipeline.warehouse import formats
 
 
@@ -34,3 +36,14 @@ def test_forked_and_spawned_rollouts_name_their_parent() -> None:
     assert formats.sniff(head({"type": "session_meta", "payload": spawned})).parent_session_id == "parent-b"
     plain = {"id": "solo", "cwd": "/w", "source": "cli"}
     assert formats.sniff(head({"type": "session_meta", "payload": plain})).parent_session_id is None
+
+
+@pytest.mark.parametrize(("cwd", "slug"), [
+    ("/home/ana/src/checkout-api", "-home-ana-src-checkout-api"),
+    ("C:\\Users\\logan\\Documents\\VAULT", "C--Users-logan-Documents-VAULT"),
+    ("c:\\Users\\logan\\Documents\\VAULT", "C--Users-logan-Documents-VAULT"),
+    ("e:/ANPR/new", "E--ANPR-new"),
+    ("cargo:build", "cargo-build"),
+])
+def test_one_folder_is_one_slug_whatever_the_drive_letter_case(cwd: str, slug: str) -> None:
+    assert formats.slug_for(cwd) == slug
