@@ -65,12 +65,29 @@ class Routine:
         return sum(len(v) for v in self.runs.values())
 
 
+# Folder names too common to name a project alone: "In dl, …" could be any of several checkouts.
+_GENERIC_FOLDERS = frozenset({
+    "app", "apps", "bin", "build", "code", "dev", "dist", "dl", "docs", "lib", "out", "packages", "project",
+    "projects", "repo", "repos", "scratch", "server", "site", "src", "test", "tests", "tmp", "web", "work",
+})
+_HOMES = frozenset({"users", "home"})
+
+
 def project_name(slug: str | None, cwd: str | None = None) -> str:
-    """A readable project name: the last folder of the working directory, else the slug."""
+    """A readable project name: the last folder of the working directory, else the slug.
+
+    A short or generic last folder takes its parents with it (`SNMP_PLAN_E/buildroot/dl`), and a home
+    folder reads as one (`~liza`), so that two checkouts do not share a name in the corpus."""
     if cwd:
         path = PureWindowsPath(cwd) if re.match(r"^[A-Za-z]:[\\/]", cwd) or "\\" in cwd else PurePosixPath(cwd)
-        if path.name:
-            return path.name
+        parts = [p for p in path.parts[1:] if p]  # without the root or drive
+        if parts and len(parts) == 2 and parts[0].lower() in _HOMES:
+            return f"~{parts[1]}"
+        if parts:
+            name = parts[-1]
+            if len(name) < 4 or name.lower() in _GENERIC_FOLDERS:
+                name = "/".join(parts[-3:])
+            return name
     return slug or "unknown project"
 
 

@@ -78,3 +78,9 @@ def test_project_names() -> None:
     assert project_name("-home-ana-src-shop", "/home/ana/src/shop") == "shop"
     assert project_name("C--Users-x-Vault", "C:\\Users\\x\\Vault") == "Vault"
     assert project_name("slug-only", None) == "slug-only"
+    # Two buildroot checkouts whose last folder is `dl` keep apart; a home folder reads as one.
+    assert project_name("x", "/home/moxa/sdc1/home/moxa/SNMP_PLAN_E/buildroot/dl") == "SNMP_PLAN_E/buildroot/dl"
+    assert project_name("x", "/home/moxa/sdc1/home/moxa/mds4xgl3/buildroot/dl") == "mds4xgl3/buildroot/dl"
+    assert project_name("x", "/Users/liza") == "~liza"
+    assert project_name("x", "C:\\Users\\loganf") == "~loganf"
+    assert project_name("x", "/srv/src") == "srv/src"
