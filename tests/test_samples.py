@@ -166,6 +166,8 @@ def shape_regex(shape: str) -> re.Pattern[str]:
 def claude_prompt(rec: Json) -> bool:
     if rec.get("type") != "user" or rec.get("isMeta") or rec.get("isCompactSummary"):
         return False
+    if str(rec.get("agentId", "")).startswith("acompact-"):  # a compaction: the harness's order, never typed
+        return False
     content = rec["message"]["content"]
     if isinstance(content, str):
         return not content.startswith(CLAUDE_HARNESS)
@@ -187,8 +189,10 @@ def claude_responses(records: list[Json]) -> dict[tuple[str, str | None], Json]:
 
 
 def claude_counts(records: list[Json], parent: list[Json] | None = None) -> Json:
-    """Prompts and usage of a Claude Code file; a subagent's copies of its parent's responses are the parent's."""
+    """Prompts and usage of a Claude Code file; a subagent's copies of its parent's responses and
+    prompts (user lines with a uuid of the parent's) are the parent's."""
     copied = set(claude_responses(parent)) if parent else set()
+    theirs = {r["uuid"] for r in parent or [] if r.get("type") == "user"}
     groups = {k: u for k, u in claude_responses(records).items() if k not in copied}
     usage = {"prompt_tokens": 0, "cached_tokens": 0, "cache_write_tokens": 0, "completion_tokens": 0, "calls": len(groups)}
     for u in groups.values():
@@ -196,7 +200,8 @@ def claude_counts(records: list[Json], parent: list[Json] | None = None) -> Json
         usage["cached_tokens"] += u["cache_read_input_tokens"]
         usage["cache_write_tokens"] += u["cache_creation_input_tokens"]
         usage["completion_tokens"] += u["output_tokens"]
-    return {"prompts": sum(claude_prompt(r) for r in records), "turns": len(groups), "usage": usage}
+    prompts = sum(claude_prompt(r) for r in records if r.get("uuid") not in theirs)
+    return {"prompts": prompts, "turns": len(groups), "usage": usage}
 
 
 def codex_counts(records: list[Json]) -> Json:
@@ -312,7 +317,7 @@ def test_layout_matches_both_tools() -> None:
     assert any(re.fullmatch(r"claude/projects/[^/]+/agent-[0-9a-f]+\.jsonl", n) for n in claude)
     assert any(re.fullmatch(rf"claude/projects/[^/]+/{uuid}/subagents/agent-[0-9a-f]+\.jsonl", n) for n in claude)
     for name in claude:
-        assert re.fullmatch(rf"claude/projects/-[A-Za-z0-9-]+/({uuid}|agent-[0-9a-f]+|{uuid}/subagents/agent-[0-9a-f]+)\.jsonl", name), name
+        assert re.fullmatch(rf"claude/projects/-[A-Za-z0-9-]+/({uuid}|agent-[0-9a-f]+|{uuid}/subagents/agent-(?:acompact-)?[0-9a-f]+)\.jsonl", name), name
     assert len(codex) >= 2
     for name in codex:
         m = re.fullmatch(rf"codex/sessions/(\d{{4}})/(\d\d)/(\d\d)/rollout-(\d{{4}})-(\d\d)-(\d\d)T\d\d-\d\d-\d\d-({uuid})\.jsonl", name)

@@ -2889,8 +2889,7 @@ def project_infra(c: Corpus, x: Json) -> None:
         y5.emit(rec)
         if rec["type"] == "assistant":
             copies += 1
-        elif claude_typed(rec):
-            y5.prompts += 1
+        # a copied prompt is Y4's, not Y5's: y5.prompts counts only Y5's own
     y5.clock = y4.clock
     y5.last_uuid = json.loads(y5.lines[-1])["uuid"]
     y5.ctx = 21000
@@ -2899,18 +2898,30 @@ def project_infra(c: Corpus, x: Json) -> None:
     y5.reply("Nothing here says: the conversation only covers this host.")
     q["subagent_copies"] = {"sessionId": y5.wid, "parent": y4.wid, "copied_lines": [1, ask - 1],
                             "own_prompt_line": ask, "copied_response_lines": copies}
+    # Y6: a compaction, run by the harness in a subagent that starts from Y4's conversation; its one
+    # own user line is the harness's summarising instruction, not a prompt
+    y6 = Claude(c, "Y6", I_CWD, y4.clock, version="2.1.88", parent=y4, nested=True)
+    y6.agent_id = "acompact-" + hexid(16, "agent", "Y6")
+    y6.wid = f"agent-{y6.agent_id}"
+    y6.rel_path = f"claude/projects/{y6.slug}/{y4.sid}/subagents/agent-{y6.agent_id}.jsonl"
+    for raw in y4.lines[: first + 2]:  # Y4's first prompt and reply, as Y5 (no tool error is copied)
+        rec = json.loads(raw)
+        if rec.get("type") in ("user", "assistant"):
+            y6.emit({**rec, "isSidechain": True, "agentId": y6.agent_id})
+    y6.clock = y4.clock
+    y6.last_uuid = json.loads(y6.lines[-1])["uuid"]
+    y6.ctx = 24000
+    y6.last_call = y6.clock
+    y6.advance(1, 2)
+    order = y6.user("IMPORTANT: answer in plain text and call no tool. Summarise the conversation so far for a "
+                    "fresh context: the task, the files changed, what remains.")
+    y6.reply("<summary>backup.sh sets PATH=/usr/local/bin:/usr/bin:/bin so cron finds zstd; the check passes.</summary>")
+    q["compaction_subagent"] = {"sessionId": y6.wid, "parent": y4.wid, "harness_order_line": order,
+                                "copied_lines": [1, order - 1], "prompts": 0}
     c.add(y4)
     c.add(y5)
+    c.add(y6)
     x["real_log_quirks"] = q
-
-
-def claude_typed(rec: Json) -> bool:
-    """Whether a copied Claude Code user line is a prompt by the warehouse's rule (for Y5's count)."""
-    content = rec["message"]["content"]
-    if isinstance(content, str):
-        return not content.startswith(("<bash-stdout>", "<task-notification>", "<local-command-stdout>"))
-    return content[0].get("type") != "tool_result" and any(
-        b.get("type") == "text" and not b["text"].startswith(("<ide_opened_file>", "[Request interrupted")) for b in content)
 
 
 def _last_total(lines: list[str]) -> Json:

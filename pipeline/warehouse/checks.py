@@ -422,6 +422,8 @@ def claude_prompt(rec: Json | None) -> bool:
     """The prompt rule of `prompt_rules`, re-read in plain Python for a Claude Code record."""
     if not rec or rec.get("type") != "user" or rec.get("isMeta") is True or rec.get("isCompactSummary") is True:
         return False
+    if isinstance(rec.get("agentId"), str) and rec["agentId"].startswith(prompt_rules.CLAUDE_HARNESS_AGENTS):
+        return False
     content = (rec.get("message") or {}).get("content") if isinstance(rec.get("message"), dict) else None
     if isinstance(content, str):
         return _typed(content, prompt_rules.CLAUDE_NOT_PROMPT)
@@ -457,12 +459,18 @@ def _prompts(real: RealSet) -> CheckResult:
             "SELECT session_id, TRY_CAST(json_extract_string(state, '$.inherited_lines') AS BIGINT) FROM sessions"
         ).fetchall()
     }
+    parents = dict(real.con.execute("SELECT session_id, parent_session_id FROM sessions").fetchall())
     failures = []
-    total = agree = 0
+    total = agree = copied = 0
     for sid, fmt in sorted(real.formats.items()):
         records = real.records(sid)
         if fmt == formats.CLAUDE:
-            recount = sum(claude_prompt(r) for r in records)
+            # a subagent's copy of a parent's user line (same uuid) is the parent's prompt
+            parent = parents.get(sid)
+            theirs = {r.get("uuid") for r in real.records(parent) if r and r.get("type") == "user"} if parent in real.paths else set()
+            mine = [claude_prompt(r) for r in records]
+            recount = sum(p for p, r in zip(mine, records, strict=True) if not (r and r.get("uuid") in theirs))
+            copied += sum(mine) - recount
         elif fmt == formats.CODEX:
             recount = sum(codex_prompt(r) for n, r in enumerate(records, 1) if n > inherited.get(sid, 0))
         else:
@@ -476,8 +484,8 @@ def _prompts(real: RealSet) -> CheckResult:
     return CheckResult(
         "prompts agree", not failures,
         f"sessions.prompts = count(messages.is_prompt) = recount in {agree}/{len(real.formats)} sessions "
-        f"({_n(total)} prompts)",
-        {"sessions": len(real.formats), "agree": agree, "prompts": total},
+        f"({_n(total)} prompts; {_n(copied)} copies of a parent session's prompts left out)",
+        {"sessions": len(real.formats), "agree": agree, "prompts": total, "copiedFromParent": copied},
         failures[:EXAMPLES],
     )
 

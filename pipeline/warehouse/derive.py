@@ -25,7 +25,8 @@ from pipeline.warehouse import formats, prompt_rules
 # schema_migrations). Bump it when a change alters what is stored for lines already ingested
 # (prompts, turns, models, usage rows, derive's problems): the next writing open of an older
 # warehouse derives every stored session again (`rederive`). 2: the rules learnt on real logs.
-DERIVE_VERSION = 2
+# 3: a Claude Code subagent's copies of its parent's prompts and a compaction's order are not prompts.
+DERIVE_VERSION = 3
 
 # Every field any format needs, extracted with a single parse of each line.
 FIELDS: dict[str, str] = {
@@ -217,6 +218,8 @@ def fold(con: duckdb.DuckDBPyConnection, proj: pl.DataFrame, targets: dict[str, 
                 prompts = n.prompts, turns = n.turns, model = coalesce(n.model, sessions.model), state = n.state
             FROM _new_stats n WHERE sessions.session_id = n.session_id
         """)
+    if claude_ids:
+        drop_copied_prompts(con, claude_ids)
     return not_json
 
 
@@ -484,6 +487,27 @@ def drop_copied_responses(con: duckdb.DuckDBPyConnection, session_ids: list[str]
         )
     finally:
         con.execute("DROP TABLE IF EXISTS _copied")
+
+
+def drop_copied_prompts(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> None:
+    """Leave the prompts a Claude Code subagent file copied from its parent session out of its count.
+
+    A side-question or compaction subagent repeats its parent's lines with their `uuid`
+    (`prompt_rules.CLAUDE_COPIED`): a copied prompt is the parent's, as a copied response is the
+    parent's call. `sessions.state` keeps the count of the subagent's lines the prompt rule accepts;
+    `sessions.prompts` is that count less the copies among them, recomputed for the subagents in or
+    under `session_ids` (the sessions that just changed), whichever of the two files came first.
+    """
+    con.execute(
+        f"""
+        UPDATE sessions SET prompts = coalesce(TRY_CAST(json_extract_string(sessions.state, '$.prompts') AS BIGINT), 0)
+            - coalesce((SELECT count(*) FROM ({prompt_rules.CLAUDE_COPIED}) c
+                        WHERE c.session_id = sessions.session_id AND {prompt_rules.claude_prompt("c.text")}), 0)
+        WHERE format = 'claude-code' AND parent_session_id IS NOT NULL AND state IS NOT NULL
+          AND (session_id IN (SELECT unnest(?::VARCHAR[])) OR parent_session_id IN (SELECT unnest(?::VARCHAR[])))
+        """,
+        [session_ids, session_ids],
+    )
 
 
 def _insert(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table, sql: str) -> None:

@@ -9,7 +9,21 @@ written once, as a DuckDB SQL expression over a line's raw text (:func:`claude_p
 Claude Code: a `user` record that is not `isMeta` or `isCompactSummary`, whose content is a string,
 or a list of blocks without a tool result, with at least one block the person wrote: an image, or a
 text that does not start with a harness prefix below (an IDE's `<ide_opened_file>` note beside a
-typed text does not hide the typed text).
+typed text does not hide the typed text). Two more exclusions, both for subagent files:
+
+* A line of a harness-run subagent (`agentId` opening with a prefix in :data:`CLAUDE_HARNESS_AGENTS`,
+  the `agent-acompact-*` files a compaction writes) is never a prompt: nobody types into a
+  compaction, its one own user line is the summarising instruction the harness writes.
+* A line copied from the parent session is the parent's prompt, not the subagent's. Side-question
+  and compaction subagents start from the parent's conversation: their file repeats the parent's
+  lines with the same `uuid` (and timestamp), only marked `isSidechain` and given the subagent's
+  `agentId`, so `isSidechain` cannot tell a copy from the subagent's own line but the `uuid` can.
+  Such a copy is left out exactly like the parent's copied responses are left out of usage. This
+  needs the parent's lines, so it is a relation (:data:`CLAUDE_COPIED`), not a per-line test:
+  `views` leaves its lines out of `messages.is_prompt` and `derive` subtracts them from
+  `sessions.prompts` whichever of the two files is ingested first. A side question's own line
+  (`<system-reminder>` wrapping the question) stays a prompt: the person typed the question and the
+  parent file records only the bare `/btw` command.
 
 Codex: a user `message` item (`response_item` in current rollouts, a bare item in the 2025 format)
 with at least one image or one text that does not start with an injected-context prefix below.
@@ -35,6 +49,9 @@ CLAUDE_NOT_PROMPT = (
     "<ide_opened_file>",
     "<ide_selection>",
 )
+# `agentId` prefixes of Claude Code subagents the harness runs on its own (no person types into
+# them): a compaction (`agent-acompact-<hex>.jsonl`).
+CLAUDE_HARNESS_AGENTS = ("acompact-",)
 # Codex user messages written by the harness: injected instructions and environment, the notice
 # of an aborted turn, the result of a review, a shell command the user ran outside the model.
 CODEX_INJECTED = (
@@ -85,15 +102,33 @@ def claude_prompt(text: str) -> str:
         f"(v[1] = 'text' AND {typed}))[1]"
     )
     return f"""coalesce(list_transform(
-        [json_extract_string({text}, ['$.type', '$.isMeta', '$.isCompactSummary', '$.message.content[0].type'])],
+        [json_extract_string({text}, ['$.type', '$.isMeta', '$.isCompactSummary', '$.message.content[0].type', '$.agentId'])],
         lambda h: h[1] = 'user' AND coalesce(h[2], 'false') <> 'true' AND coalesce(h[3], 'false') <> 'true'
             AND h[4] IS DISTINCT FROM 'tool_result'
+            AND NOT regexp_matches(coalesce(h[5], ''), {_prefix_pattern(CLAUDE_HARNESS_AGENTS)})
             AND CASE json_type({text}, '$.message.content')
                 WHEN 'VARCHAR' THEN list_transform([json_extract_string({text}, '$.message.content')],
                                                    lambda c: {_typed('c', CLAUDE_NOT_PROMPT)})[1]
                 WHEN 'ARRAY' THEN list_bool_or(list_transform(json_extract({text}, '$.message.content[*]'), lambda b: {block}))
                 ELSE false
             END)[1], false)"""
+
+
+# The lines of Claude Code subagent files (`session_id`, `line_no`, `text`) that copy a user line of
+# their parent session: same `uuid` as a user line stored for `sessions.parent_session_id`. Over the
+# tables `lines` and `sessions`; callers filter it by session. See the module docstring for why.
+CLAUDE_COPIED = """
+    SELECT k.session_id, k.line_no, k.text
+    FROM lines k JOIN sessions s ON s.session_id = k.session_id
+    JOIN (
+        SELECT p.session_id, json_extract_string(p.text, '$.uuid') AS uuid
+        FROM lines p
+        WHERE p.session_id IN (SELECT parent_session_id FROM sessions WHERE format = 'claude-code' AND parent_session_id IS NOT NULL)
+          AND json_valid(p.text) AND json_extract_string(p.text, '$.type') = 'user'
+    ) pu ON pu.session_id = s.parent_session_id AND pu.uuid = json_extract_string(k.text, '$.uuid')
+    WHERE s.format = 'claude-code' AND s.parent_session_id IS NOT NULL
+      AND json_valid(k.text) AND json_extract_string(k.text, '$.type') = 'user'
+"""
 
 
 def codex_item(text: str) -> str:

@@ -49,15 +49,18 @@ _CODEX_ITEMS = f"""
 """
 
 # Codex writes an assistant reply twice (a `message` item and an `agent_message` event) and a
-# prompt twice (a `message` item and a `user_message` event): messages holds the item only.
+# prompt twice (a `message` item and a `user_message` event): messages holds the item only. A
+# Claude Code subagent's copies of its parent's lines (`prompt_rules.CLAUDE_COPIED`) stay in
+# messages but are not its prompts.
 MESSAGES = f"""
 CREATE OR REPLACE VIEW messages AS
 SELECT l.session_id, l.line_no,
        json_extract_string(l.text, '$.message.role') AS role,
        TRY_CAST(json_extract_string(l.text, '$.timestamp') AS TIMESTAMPTZ) AS "at",
        NULLIF({_CLAUDE_TEXT}, '') AS text,
-       {prompt_rules.claude_prompt("l.text")} AS is_prompt
+       {prompt_rules.claude_prompt("l.text")} AND cp.line_no IS NULL AS is_prompt
 FROM lines l JOIN sessions s USING (session_id)
+LEFT JOIN ({prompt_rules.CLAUDE_COPIED}) cp ON cp.session_id = l.session_id AND cp.line_no = l.line_no
 WHERE s.format = 'claude-code' AND json_valid(l.text)
   AND json_extract_string(l.text, '$.type') IN ('user', 'assistant')
   AND json_extract_string(l.text, '$.message.content[0].type') IS DISTINCT FROM 'tool_result'

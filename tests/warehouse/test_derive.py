@@ -184,6 +184,24 @@ def test_subagent_copies_of_parent_responses_stay_with_the_parent(tmp_path: Path
     assert got[y5["sessionId"]] == 1 and y5["copied_response_lines"] >= 1
 
 
+@pytest.mark.parametrize("parent_first", [True, False])
+def test_subagent_copies_of_parent_prompts_and_the_compaction_order_are_not_prompts(tmp_path: Path, parent_first: bool) -> None:
+    y5, y6 = QUIRKS["subagent_copies"], QUIRKS["compaction_subagent"]
+    parent = y5["parent"]
+    files = [SAMPLES / expected_session(sid)["path"] for sid in (y5["sessionId"], y6["sessionId"])]
+    order = [SAMPLES / expected_session(parent)["path"], *files] if parent_first else [*files, SAMPLES / expected_session(parent)["path"]]
+    with db.writing(tmp_path / "w.duckdb") as con:
+        for f in order:
+            ingest.ingest(con, [f])
+        counted = dict(rows(con, "SELECT session_id, prompts FROM sessions"))
+        flagged = rows(con, "SELECT session_id, line_no FROM messages WHERE is_prompt ORDER BY 1, 2")
+    # Y5 keeps only the side question it was asked; Y6 (a compaction) has none; Y4 keeps its own
+    assert [line for sid, line in flagged if sid == y5["sessionId"]] == [y5["own_prompt_line"]]
+    assert not [line for sid, line in flagged if sid == y6["sessionId"]] and y6["prompts"] == 0
+    for sid in (parent, y5["sessionId"], y6["sessionId"]):
+        assert counted[sid] == sum(1 for s, _ in flagged if s == sid) == expected_session(sid)["prompts"]
+
+
 # --------------------------------------------------------------------------- re-deriving an older warehouse
 
 
@@ -216,5 +234,5 @@ def test_rederive_of_a_subset_leaves_the_rest(samples_copy: Path) -> None:
 
 def test_samples_folder_is_what_the_tests_read() -> None:
     # the quirk files are real files of the corpus, not fixtures built elsewhere
-    for key in ("codex_totals", "forked_rollout", "subagent_copies"):
+    for key in ("codex_totals", "forked_rollout", "subagent_copies", "compaction_subagent"):
         assert (SAMPLES / expected_session(QUIRKS[key]["sessionId"])["path"]).is_file()
