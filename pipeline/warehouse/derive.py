@@ -26,7 +26,8 @@ from pipeline.warehouse import formats, prompt_rules
 # (prompts, turns, models, usage rows, derive's problems): the next writing open of an older
 # warehouse derives every stored session again (`rederive`). 2: the rules learnt on real logs.
 # 3: a Claude Code subagent's copies of its parent's prompts and a compaction's order are not prompts.
-DERIVE_VERSION = 3
+# 4: Claude Code's cache writes split by TTL (`cache_write_1h_tokens`).
+DERIVE_VERSION = 4
 
 # Every field any format needs, extracted with a single parse of each line.
 FIELDS: dict[str, str] = {
@@ -39,6 +40,8 @@ FIELDS: dict[str, str] = {
     "u_in": "$.message.usage.input_tokens",
     "u_write": "$.message.usage.cache_creation_input_tokens",
     "u_read": "$.message.usage.cache_read_input_tokens",
+    "u_write_1h": "$.message.usage.cache_creation.ephemeral_1h_input_tokens",
+    "u_write_5m": "$.message.usage.cache_creation.ephemeral_5m_input_tokens",
     "u_out": "$.message.usage.output_tokens",
     "block0": "$.message.content[0].type",
     "p_type": "$.payload.type",
@@ -260,6 +263,11 @@ def _claude(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int
         _int("u_write").alias("cache_write_tokens"),
         _int("u_out").alias("completion_tokens"),
         "line_no",
+        # The TTL split is known when the response reports `cache_creation` (either field): its
+        # 1-hour part, never more than the written total; the rest was written for 5 minutes.
+        pl.when(_int("u_write").is_not_null() & (_int("u_write_1h").is_not_null() | _int("u_write_5m").is_not_null()))
+        .then(pl.min_horizontal(_int("u_write_1h").fill_null(0), _int("u_write")))
+        .otherwise(None).cast(pl.Int64).alias("cache_write_1h_tokens"),
     )
 
 
@@ -437,6 +445,7 @@ def _codex_usage(df: pl.DataFrame, targets: dict[str, Target], problems: list[di
         "session_id", "at", "model", "prompt_tokens", "cached_tokens",
         pl.lit(None, dtype=pl.Int64).alias("cache_write_tokens"),
         "completion_tokens", "line_no",
+        pl.lit(None, dtype=pl.Int64).alias("cache_write_1h_tokens"),
     )
 
 
@@ -522,9 +531,9 @@ def _upsert_calls(con: duckdb.DuckDBPyConnection, rows: pl.DataFrame) -> None:
     _insert(con, "_derived_calls", rows.to_arrow(), """
         INSERT OR REPLACE INTO llm_calls
             (call_id, source, session_id, "at", model, prompt_tokens, cached_tokens, cache_write_tokens,
-             completion_tokens, line_no)
+             completion_tokens, line_no, cache_write_1h_tokens)
         SELECT call_id, source, session_id, "at", model, prompt_tokens, cached_tokens, cache_write_tokens,
-               completion_tokens, line_no
+               completion_tokens, line_no, cache_write_1h_tokens
         FROM _derived_calls
     """)
 

@@ -227,6 +227,14 @@ def _dropped_memories(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+@step("008_cache_write_1h")
+def _cache_write_1h(con: duckdb.DuckDBPyConnection) -> None:
+    # Of a call's cache_write_tokens, those written with a 1-hour TTL (Claude Code's
+    # usage.cache_creation.ephemeral_1h_input_tokens); the rest were written for 5 minutes. NULL when
+    # the split is unknown (other sources, imported logs, transcripts from before the split).
+    con.execute("ALTER TABLE llm_calls ADD COLUMN cache_write_1h_tokens BIGINT")
+
+
 # -- applying the steps --------------------------------------------------------------------------------
 
 

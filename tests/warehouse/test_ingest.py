@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from pipeline.errors import UsageError
@@ -143,6 +144,46 @@ def test_codex_prompts_turns_and_usage_differences(warehouse, tmp_path: Path) ->
     ingest.ingest(warehouse, [f])
     assert rows(warehouse, "SELECT prompt_tokens, cached_tokens, completion_tokens FROM usage ORDER BY line_no")[-1] == (1700, 1300, 20)
     assert rows(warehouse, "SELECT turns FROM sessions") == [(3,)]
+
+
+def test_claude_cache_writes_keep_their_ttl_split(warehouse, tmp_path: Path) -> None:
+    split = {"ephemeral_5m_input_tokens": 30, "ephemeral_1h_input_tokens": 70}
+    f = write_jsonl(tmp_path / "p" / "s.jsonl", [
+        user("one"),
+        assistant("m1", "r1", 1, "2026-10-01T10:00:01.000Z", cache_creation=split),
+        assistant("m2", "r2", 1, "2026-10-01T10:00:02.000Z"),  # no cache_creation: split unknown
+        assistant("m3", "r3", 1, "2026-10-01T10:00:03.000Z", cache_creation={"ephemeral_5m_input_tokens": 100}),
+        # a 1-hour figure above the written total is capped at it
+        assistant("m4", "r4", 1, "2026-10-01T10:00:04.000Z", cache_creation={"ephemeral_1h_input_tokens": 500}),
+    ])
+    ingest.ingest(warehouse, [f])
+    assert rows(warehouse, "SELECT cache_write_tokens, cache_write_1h_tokens FROM usage ORDER BY line_no") == [
+        (100, 70), (100, None), (100, 0), (100, 100),
+    ]
+
+
+def test_an_older_warehouse_gains_the_ttl_split_on_upgrade(tmp_path: Path) -> None:
+    from pipeline.warehouse import migrations
+
+    f = write_jsonl(tmp_path / "p" / "s.jsonl", [
+        user("one"),
+        assistant("m1", "r1", 1, "2026-10-01T10:00:01.000Z", cache_creation={"ephemeral_1h_input_tokens": 60}),
+    ])
+    path = tmp_path / "old.duckdb"
+    with db.writing(path) as con:
+        ingest.ingest(con, [f])
+    con = duckdb.connect(str(path))
+    try:  # as a warehouse written before the split: no column, derived under the previous rules
+        con.execute("DROP VIEW usage")
+        con.execute("ALTER TABLE llm_calls DROP COLUMN cache_write_1h_tokens")
+        con.execute("DELETE FROM schema_migrations WHERE name = '008_cache_write_1h' OR name LIKE 'derived:%'")
+        con.execute("INSERT INTO schema_migrations VALUES ('derived:2', current_timestamp)")
+        con.execute("CREATE VIEW usage AS SELECT * FROM llm_calls WHERE source IN ('claude-code', 'codex')")
+    finally:
+        con.close()
+    with db.writing(path) as con:
+        assert "008_cache_write_1h" in {n for n, _ in migrations.STEPS}
+        assert rows(con, "SELECT cache_write_tokens, cache_write_1h_tokens FROM usage") == [(100, 60)]
 
 
 def test_growth_reads_only_new_bytes_and_keeps_numbering(warehouse, tmp_path: Path) -> None:
