@@ -32,8 +32,10 @@ Groups for the effect of anchoring
 
 Cost of misses
     At the provider's prices (:mod:`pipeline.calls.prices`): ``spend`` is uncached input
-    (prompt − cached − written) at the input price plus written tokens at the write price (5-minute
-    price, or 1-hour price when ``ttl_seconds`` > 300). ``lost`` is, for a miss, the part of the
+    (prompt − cached − written) at the input price plus written tokens at the write price. A call
+    that says how its writes split by TTL (``cache_write_1h_tokens``: Claude Code transcripts) pays
+    the 1-hour price for its 1-hour writes and the 5-minute price for the rest; any other call pays
+    one price for all its writes, the 5-minute one, or the 1-hour one when ``ttl_seconds`` > 300. ``lost`` is, for a miss, the part of the
     previous prompt it had to send again, priced at what re-sending cost minus what reading it from
     the cache would have cost: the money the miss threw away.
 """
@@ -49,7 +51,14 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.calls.prices import ModelPrice, PriceBook, database_version, load_prices
+from pipeline.calls.prices import (
+    LONG_TTL_SECONDS,
+    SHORT_TTL_SECONDS,
+    ModelPrice,
+    PriceBook,
+    database_version,
+    load_prices,
+)
 from pipeline.errors import OutcomeError, UsageError
 
 __all__ = [
@@ -76,7 +85,7 @@ DATE_SECTION = "current-date"
 CAUSES: tuple[str, ...] = ("hit", "cold_start", "ttl_expiry", "date_change", "prefix_change")
 _COLUMNS = (
     "call_id", "source", "session_id", "at", "model", "prompt_tokens", "cached_tokens",
-    "cache_write_tokens", "changed_sections", "true_cause",
+    "cache_write_tokens", "changed_sections", "true_cause", "cache_write_1h_tokens",
 )
 _CELLS = (("crossing", "before"), ("crossing", "after"), ("other", "before"), ("other", "after"))
 
@@ -186,7 +195,7 @@ def _normalize(frame: pl.LazyFrame, names: list[str]) -> pl.LazyFrame:
     for name in _COLUMNS:
         if name not in names:
             dtype = pl.List(pl.String) if name == "changed_sections" else pl.String if name not in (
-                "prompt_tokens", "cached_tokens", "cache_write_tokens") else pl.Int64
+                "prompt_tokens", "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens") else pl.Int64
             exprs.append(pl.lit(None, dtype=dtype).alias(name))
     at_type = schema["at"]
     if at_type == pl.String:
@@ -196,7 +205,7 @@ def _normalize(frame: pl.LazyFrame, names: list[str]) -> pl.LazyFrame:
     else:
         at = pl.col("at").dt.convert_time_zone("UTC")
     exprs.append(at.alias("at"))
-    for name in ("prompt_tokens", "cached_tokens", "cache_write_tokens"):
+    for name in ("prompt_tokens", "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens"):
         if name in names:
             exprs.append(pl.col(name).cast(pl.Int64))
     if "changed_sections" in names and schema["changed_sections"] == pl.String:
@@ -223,13 +232,15 @@ def classify(
     cutover is given, ``period`` (before | cutover | after)."""
     # Only what the analysis needs, in compact types: the changed-sections list becomes one flag and
     # repeated strings become categoricals, which keeps 10 M calls well inside memory.
-    lf = calls.lazy().select(
+    lf = calls.lazy()
+    lf = lf.select(
         "call_id",
         "session_id",
         "at",
         "prompt_tokens",
         "cached_tokens",
         "cache_write_tokens",
+        _split_column(lf),
         pl.col("model").cast(pl.Categorical),
         pl.col("source").cast(pl.Categorical),
         pl.col("true_cause").cast(pl.Categorical),
@@ -454,6 +465,14 @@ def _bootstrap_totals(values: np.ndarray, replicates: int, seed: int) -> np.ndar
 # --------------------------------------------------------------------------- cost, agreement, cliffs
 
 
+def _split_column(frame: pl.LazyFrame | pl.DataFrame) -> pl.Expr:
+    """``cache_write_1h_tokens`` where the frame has it, else a column of nulls (split unknown)."""
+    names = frame.collect_schema().names()
+    if "cache_write_1h_tokens" in names:
+        return pl.col("cache_write_1h_tokens").cast(pl.Int64)
+    return pl.lit(None, dtype=pl.Int64).alias("cache_write_1h_tokens")
+
+
 def _price_columns(classified: pl.DataFrame, prices: PriceBook, ttl_seconds: int) -> tuple[pl.DataFrame, dict[str, Any]]:
     """One price row per (source, model, day) the calls have, and the prices listed by model.
 
@@ -473,19 +492,22 @@ def _price_columns(classified: pl.DataFrame, prices: PriceBook, ttl_seconds: int
         price = prices.price(model, source=source, when=day)
         row: dict[str, Any] = {"source": source, "model": model, "day": day}
         if price is not None:
-            row.update(p_in=price.input, p_read=price.cache_read, p_write=price.write_price(ttl_seconds))
+            row.update(p_in=price.input, p_read=price.cache_read, p_write=price.write_price(ttl_seconds),
+                       p_write5m=price.write_price(SHORT_TTL_SECONDS), p_write1h=price.write_price(LONG_TTL_SECONDS))
             for i, tier in enumerate(price.tiers, 1):
                 t = price.model_copy(update={k: v for k, v in tier.model_dump().items() if k != "above_input_tokens" and v is not None})
                 row.update({f"t{i}_start": tier.above_input_tokens, f"t{i}_in": t.input, f"t{i}_read": t.cache_read,
-                            f"t{i}_write": t.write_price(ttl_seconds)})
+                            f"t{i}_write": t.write_price(ttl_seconds), f"t{i}_write5m": t.write_price(SHORT_TTL_SECONDS),
+                            f"t{i}_write1h": t.write_price(LONG_TTL_SECONDS)})
             width = max(width, len(price.tiers))
             if model is not None and (model not in latest or (day or dt.date.min) >= (latest[model][0] or dt.date.min)):
                 latest[model] = (day, price)
         rows.append(row)
     schema: dict[str, Any] = {"source": pl.String, "model": pl.String, "day": pl.Date, "p_in": pl.Float64,
-                              "p_read": pl.Float64, "p_write": pl.Float64}
+                              "p_read": pl.Float64, "p_write": pl.Float64, "p_write5m": pl.Float64, "p_write1h": pl.Float64}
     for i in range(1, width + 1):
-        schema.update({f"t{i}_start": pl.Int64, f"t{i}_in": pl.Float64, f"t{i}_read": pl.Float64, f"t{i}_write": pl.Float64})
+        schema.update({f"t{i}_start": pl.Int64, f"t{i}_in": pl.Float64, f"t{i}_read": pl.Float64, f"t{i}_write": pl.Float64,
+                       f"t{i}_write5m": pl.Float64, f"t{i}_write1h": pl.Float64})
     frame = pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema)
     listed = {m: price.listed() for m, (_day, price) in sorted(latest.items())}
     return frame, listed
@@ -496,10 +518,12 @@ def cost_by_cause(
 ) -> dict[str, Any]:
     """What each cause cost (USD), every call at its own provider's price for its model on its day.
 
-    ``spend_usd``: uncached input at the input price plus written tokens at the write price.
+    ``spend_usd``: uncached input at the input price plus written tokens at the write price: a call
+    whose writes are split by TTL (``cache_write_1h_tokens`` known) pays the 1-hour price for its
+    1-hour part and the 5-minute price for the rest; any other call pays the ``ttl_seconds`` price.
     ``lost_usd`` (misses only): the tokens of the previous prompt that this call did not read back
-    (``min(previous prompt, prompt) − cached``), priced as what re-sending them cost (write price
-    when the provider reports writes, else input price) minus what reading them would have cost.
+    (``min(previous prompt, prompt) − cached``), priced as what re-sending them cost (the call's
+    average write price when the provider reports writes, else input price) minus what reading them would have cost.
     A price above a prompt-length threshold (long context) applies to the calls above it. Calls
     whose model has no price are left out of the sums and counted in ``unpriced``; ``provider``
     is only tried for calls that neither their source nor their model name place.
@@ -518,24 +542,41 @@ def cost_by_cause(
         return expr
 
     write = pl.col("cache_write_tokens").fill_null(0)
+    split = pl.col("cache_write_tokens").is_not_null() & pl.col("cache_write_1h_tokens").is_not_null()
+    write_1h = pl.when(split).then(pl.min_horizontal("cache_write_1h_tokens", "cache_write_tokens")).otherwise(0)
     cached = pl.col("cached_tokens").fill_null(0)
     uncached = (prompt - cached - write).clip(lower_bound=0)
     resent = pl.when(pl.col("cause").is_in(["hit", "cold_start"])).then(0).otherwise(
         (pl.min_horizontal("prev_prompt", "prompt_tokens") - cached).clip(lower_bound=0).fill_null(0)
     )
-    keyed = classified.lazy().with_columns(
+    keyed = classified.lazy()
+    keyed = keyed.with_columns(_split_column(keyed)).with_columns(
         pl.col("source").cast(pl.String).alias("_source"), pl.col("model").cast(pl.String).alias("_model"),
         pl.col("at").dt.date().alias("_day"),
     )
     per_call = keyed.join(
         price_frame.lazy().rename({"source": "_source", "model": "_model", "day": "_day"}),
         on=["_source", "_model", "_day"], how="left", nulls_equal=True,
-    ).with_columns(tiered("in").alias("u_in"), tiered("read").alias("u_read"), tiered("write").alias("u_write"))
-    resend_price = pl.when(pl.col("cache_write_tokens").is_not_null()).then(pl.col("u_write")).otherwise(pl.col("u_in"))
+    ).with_columns(
+        tiered("in").alias("u_in"), tiered("read").alias("u_read"), tiered("write").alias("u_write"),
+        tiered("write5m").alias("u_write5m"), tiered("write1h").alias("u_write1h"),
+    )
+    # What the call's writes cost (USD × 1e6): each TTL at its own price where the split is known.
+    write_cost = pl.when(split).then((write - write_1h) * pl.col("u_write5m") + write_1h * pl.col("u_write1h")).otherwise(
+        write * pl.col("u_write")
+    )
+    resend_price = (
+        pl.when(pl.col("cache_write_tokens").is_null()).then(pl.col("u_in"))
+        .when(split & (write > 0)).then(write_cost / write)
+        .otherwise(pl.col("u_write"))
+    )
     per_call = per_call.with_columns(
         uncached.alias("uncached"),
         write.alias("written"),
-        ((uncached * pl.col("u_in") + write * pl.col("u_write")) / 1e6).alias("spend"),
+        write_1h.alias("written_1h"),
+        (split & (write > 0)).alias("split_writes"),
+        (~split & (write > 0)).alias("unsplit_writes"),
+        ((uncached * pl.col("u_in") + write_cost) / 1e6).alias("spend"),
         resent.alias("resent"),
         (resent * (resend_price - pl.col("u_read")) / 1e6).alias("lost"),
         pl.col("u_in").is_null().alias("unpriced"),
@@ -546,6 +587,7 @@ def cost_by_cause(
             pl.len().alias("calls"),
             pl.col("uncached").sum().alias("uncached_tokens"),
             pl.col("written").sum().alias("write_tokens"),
+            pl.col("written_1h").sum().alias("write_1h_tokens"),
             pl.col("spend").sum().alias("spend_usd"),
             pl.col("resent").sum().alias("resent_tokens"),
             pl.col("lost").sum().alias("lost_usd"),
@@ -554,11 +596,18 @@ def cost_by_cause(
         .with_columns(pl.col("cause").cast(pl.String))
         .collect()
     )
+    writes = per_call.select(
+        pl.col("split_writes").sum().alias("split_calls"),
+        pl.col("written").filter(pl.col("split_writes")).sum().alias("split_tokens"),
+        pl.col("written_1h").sum().alias("tokens_1h"),
+        pl.col("unsplit_writes").sum().alias("unsplit_calls"),
+        pl.col("written").filter(pl.col("unsplit_writes")).sum().alias("unsplit_tokens"),
+    ).collect().row(0, named=True)
     unpriced = (
         per_call.filter(pl.col("unpriced")).group_by("_model").agg(pl.len().alias("n")).sort(["n", "_model"], descending=[True, False])
         .collect()
     )
-    empty = {"calls": 0, "uncached_tokens": 0, "write_tokens": 0, "spend_usd": 0.0, "resent_tokens": 0, "lost_usd": 0.0,
+    empty = {"calls": 0, "uncached_tokens": 0, "write_tokens": 0, "write_1h_tokens": 0, "spend_usd": 0.0, "resent_tokens": 0, "lost_usd": 0.0,
              "unpriced_calls": 0}
     by_cause: dict[str, dict[str, Any]] = {}
     for cause in CAUSES:
@@ -572,7 +621,15 @@ def cost_by_cause(
         "provider": "per call: its source's provider, else its model's",
         "fallback_provider": book.fallback_provider,
         "database": f"genai-prices {database_version()}",
-        "write_price": "1h" if ttl_seconds > 300 else "5m",
+        "write_price": "1h" if ttl_seconds > SHORT_TTL_SECONDS else "5m",
+        # Which write price each call paid: its own TTL split where the call reports one, else write_price.
+        "write_split": {
+            "calls_split": int(writes["split_calls"] or 0),
+            "write_5m_tokens": int((writes["split_tokens"] or 0) - (writes["tokens_1h"] or 0)),
+            "write_1h_tokens": int(writes["tokens_1h"] or 0),
+            "calls_unsplit": int(writes["unsplit_calls"] or 0),
+            "unsplit_write_tokens": int(writes["unsplit_tokens"] or 0),
+        },
         "prices": listed,
         "unpriced": {
             "calls": int(unpriced["n"].sum()) if unpriced.height else 0,
@@ -722,6 +779,18 @@ def _notes(
             "no effect estimate: the difference-in-differences needs calls of four kinds, and there is no "
             + " and no ".join(empty) + f" ({span})"
         )
+    split, price = cost["write_split"], cost["write_price"]
+    ttl_words = f"the {price} write price (--ttl {config.ttl_seconds})"
+    if split["calls_split"]:
+        notes.append(
+            f"cache writes of {split['calls_split']:,} calls are priced by their own TTL split "
+            f"({split['write_1h_tokens']:,} tokens written for 1 hour at the 1-hour price, {split['write_5m_tokens']:,} "
+            f"for 5 minutes at the 5-minute price)"
+            + (f"; the {split['unsplit_write_tokens']:,} written tokens of {split['calls_unsplit']:,} calls that do not "
+               f"report a split are priced at {ttl_words}" if split["calls_unsplit"] else "")
+        )
+    elif split["calls_unsplit"]:
+        notes.append(f"cache writes are priced at {ttl_words}: no call reports how its writes split by TTL")
     unpriced = cost["unpriced"]
     if unpriced["calls"]:
         names = list(unpriced["models"])

@@ -46,6 +46,8 @@ __all__ = [
 PROVIDER_BY_SOURCE = {"claude-code": "anthropic", "codex": "openai"}
 # A cache TTL above this many seconds is priced at the long (1-hour) write price.
 SHORT_TTL_SECONDS = 300
+# A TTL that is priced at the 1-hour write price (where the provider has one).
+LONG_TTL_SECONDS = 3600
 
 
 class Tier(BaseModel):
@@ -244,9 +246,12 @@ def load_prices(path: str | Path | None = None, *, fallback_provider: str | None
 
 
 def call_cost(price: ModelPrice | None, prompt: int | None, cached: int | None, written: int | None,
-              completion: int | None, *, ttl_seconds: int = SHORT_TTL_SECONDS) -> float | None:
+              completion: int | None, *, ttl_seconds: int = SHORT_TTL_SECONDS,
+              written_1h: int | None = None) -> float | None:
     """One call's cost in US dollars (None without a price): uncached input, cache reads, cache
-    writes and output, each at its price, the prompt-length tier applied."""
+    writes and output, each at its price, the prompt-length tier applied. With `written_1h` (of the
+    written tokens, those written for 1 hour) the writes are priced by TTL, the rest at the
+    5-minute price; without it all writes pay the `ttl_seconds` price."""
     if price is None:
         return None
     p = price
@@ -256,4 +261,9 @@ def call_cost(price: ModelPrice | None, prompt: int | None, cached: int | None, 
                                      if getattr(tier, k) is not None})
     cached, written = cached or 0, written or 0
     uncached = max(0, (prompt or 0) - cached - written)
-    return (uncached * p.input + cached * p.cache_read + written * p.write_price(ttl_seconds) + (completion or 0) * p.output) / 1e6
+    if written_1h is None:
+        writes = written * p.write_price(ttl_seconds)
+    else:
+        long = min(written_1h, written)
+        writes = (written - long) * p.write_price(SHORT_TTL_SECONDS) + long * p.write_price(LONG_TTL_SECONDS)
+    return (uncached * p.input + cached * p.cache_read + writes + (completion or 0) * p.output) / 1e6

@@ -185,17 +185,18 @@ def test_no_crossing_calls_means_no_estimate() -> None:
 def test_notes_say_why_there_is_no_estimate_and_which_prices_were_guessed() -> None:
     frame = _did_fixture(after_cross_share=0.9)
     report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 10, 15), bootstrap=50))
-    assert report.notes == []  # every cell has calls and every model has a price
+    # every cell has calls and every model has a price: only which write price was used
+    assert report.notes == ["cache writes are priced at the 5m write price (--ttl 300): no call reports how its writes split by TTL"]
     report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 12, 31), bootstrap=50))
-    assert report.notes == ["no calls after the cutover 2026-12-31: the calls run from 2026-10-12 to 2026-10-17 (UTC), "
-                            "so there is nothing to compare"]
+    assert report.notes[0] == ("no calls after the cutover 2026-12-31: the calls run from 2026-10-12 to 2026-10-17 (UTC), "
+                               "so there is nothing to compare")
     rows = [{"s": "a", "t": 0, "p": 10_000, "c": 0}, {"s": "a", "t": 60, "p": 11_000, "c": 10_000, "model": "house-model-7"},
             {"s": "a", "t": 3 * 86400, "p": 11_000, "c": 10_000}, {"s": "a", "t": 3 * 86400 + 60, "p": 12_000, "c": 11_000}]
     report, _ = analyze(_calls(rows), AnalysisConfig(cutover=dt.date(2026, 10, 14), bootstrap=50))
     assert report.effect.estimate is None
     assert report.notes[0].startswith("no effect estimate") and "no first call after midnight before the cutover" in report.notes[0]
-    assert report.notes[1].startswith("1 calls have no price: the price database (genai-prices ")
-    assert "does not know house-model-7, and no model is priced as another" in report.notes[1]
+    assert report.notes[2].startswith("1 calls have no price: the price database (genai-prices ")
+    assert "does not know house-model-7, and no model is priced as another" in report.notes[2]
     assert report.cost["unpriced"] == {"calls": 1, "models": {"house-model-7": 1}}
 
 
@@ -239,6 +240,42 @@ def test_cost_by_cause_at_list_prices() -> None:
     assert cost["prices"]["claude-sonnet-4-5"] | {"tiers": None} == {
         "input": 3.0, "cache_read": 0.3, "output": 15.0, "cache_write_5m": 3.75, "cache_write_1h": 6.0, "tiers": None,
         "provider": "anthropic", "model": "claude-sonnet-4-5", "source": "genai-prices"}
+
+
+def test_writes_split_by_ttl_pay_each_ttl_its_price() -> None:
+    rows = [
+        {"s": "a", "t": 0, "p": 100_000, "c": 0, "w": 100_000},  # 60k for 1 hour, 40k for 5 minutes
+        {"s": "b", "t": 0, "p": 100_000, "c": 0, "w": 100_000},  # split unknown: the --ttl price
+        {"s": "a", "t": 4000, "p": 100_000, "c": 0, "w": 100_000},  # all 1 hour; re-sent after the TTL
+    ]
+    frame = _calls(rows).with_columns(pl.Series("cache_write_1h_tokens", [60_000, None, 100_000], dtype=pl.Int64))
+    classified = classify(frame).collect()
+    cost = cost_by_cause(classified)
+    # Sonnet 4.5: 5-minute write $3.75 / MTok, 1-hour write $6, read $0.30
+    assert cost["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(0.06 * 6 + 0.04 * 3.75 + 0.1 * 3.75)
+    assert cost["by_cause"]["cold_start"]["write_1h_tokens"] == 60_000
+    assert cost["by_cause"]["ttl_expiry"]["spend_usd"] == pytest.approx(0.6)
+    assert cost["by_cause"]["ttl_expiry"]["lost_usd"] == pytest.approx(0.1 * (6 - 0.30))  # re-written for 1 hour
+    assert cost["write_price"] == "5m"
+    assert cost["write_split"] == {"calls_split": 2, "write_5m_tokens": 40_000, "write_1h_tokens": 160_000,
+                                   "calls_unsplit": 1, "unsplit_write_tokens": 100_000}
+    # --ttl changes the price of the unsplit call only
+    one_hour = cost_by_cause(classified, ttl_seconds=3600)
+    assert one_hour["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(0.06 * 6 + 0.04 * 3.75 + 0.1 * 6)
+    assert one_hour["by_cause"]["ttl_expiry"]["spend_usd"] == pytest.approx(0.6)
+    report, _ = analyze(frame, AnalysisConfig(cutover=None, bootstrap=0))
+    assert ("cache writes of 2 calls are priced by their own TTL split (160,000 tokens written for 1 hour at the 1-hour "
+            "price, 40,000 for 5 minutes at the 5-minute price); the 100,000 written tokens of 1 calls that do not report "
+            "a split are priced at the 5m write price (--ttl 300)") in report.notes
+
+
+def test_call_cost_prices_a_known_split_by_ttl() -> None:
+    from pipeline.calls.prices import call_cost, load_prices
+
+    price = load_prices().price("claude-sonnet-4-5", source="claude-code")
+    assert call_cost(price, 100_000, 0, 100_000, 0, written_1h=60_000) == pytest.approx(0.06 * 6 + 0.04 * 3.75)
+    assert call_cost(price, 100_000, 0, 100_000, 0, ttl_seconds=3600) == pytest.approx(0.6)
+    assert call_cost(price, 100_000, 0, 100_000, 0) == pytest.approx(0.375)
 
 
 def test_a_long_prompt_pays_the_long_context_price() -> None:
@@ -337,7 +374,7 @@ def test_cache_report_reads_the_warehouse_read_only(sim_file: tuple[Path, Any], 
     path, result = sim_file
     warehouse = tmp_path / "w.duckdb"
     with db.writing(warehouse) as con:
-        con.execute("INSERT INTO llm_calls SELECT * FROM read_parquet(?)", [str(path)])
+        con.execute("INSERT INTO llm_calls BY NAME SELECT * FROM read_parquet(?)", [str(path)])
         con.execute(
             "INSERT INTO llm_calls (call_id, source, session_id, \"at\", prompt_tokens, cached_tokens) VALUES (?, ?, ?, ?, ?, ?)",
             ["other-1", "claude-code", "cc-1", T0, 1000, 0],
