@@ -45,17 +45,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "cache-report",
-        help="classify cache misses and estimate the effect of date anchoring (difference-in-differences)",
+        help="classify cache misses, price them, and (with --cutover) estimate the effect of date anchoring",
         description="Reads llm_calls from the warehouse (read-only) or a Parquet, JSONL or CSV file.",
     )
     source = p.add_mutually_exclusive_group()
     add_db(source)  # a group has the same add_argument
     source.add_argument("--calls", metavar="FILE",
                         help="a Parquet, JSONL or CSV file of llm_calls rows instead of the warehouse")
-    p.add_argument("--cutover", type=_date, required=True, metavar="DATE", help="the day anchored dates were deployed")
+    p.add_argument("--cutover", type=_date, metavar="DATE",
+                   help="the day anchored dates were deployed; without it every call counts as before it: "
+                   "cache rates, miss causes and costs, no effect estimate")
     p.add_argument("--source", metavar="S", help="only calls of this source (default: all)")
     p.add_argument("--tz", default="UTC", metavar="ZONE", help="time zone for calendar days (default UTC)")
-    p.add_argument("--ttl", type=positive_int, default=300, metavar="SECONDS", help="cache TTL (default 300)")
+    p.add_argument("--ttl", type=positive_int, default=300, metavar="SECONDS", help="cache TTL (default 300); above 300 s, calls that do not report how their cache writes split by TTL "
+                   "pay the 1-hour write price (Claude Code calls that do pay each TTL its own price)")
     p.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic",
                    help="provider for calls that neither their source nor their model name place (default anthropic); "
                    "every other call is priced by its own provider")

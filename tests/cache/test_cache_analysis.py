@@ -405,12 +405,25 @@ def test_cache_report_reads_jsonl_artifacts(tmp_path: Path, capsys: pytest.Captu
     assert code == 0 and doc["causes"]["hit"]["calls"] == 1 and doc["causes"]["cold_start"]["calls"] == 1
 
 
+def test_cache_report_without_cutover_shows_rates_causes_and_costs(
+    sim_file: tuple[Path, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _ = sim_file
+    code, out, _ = _run(capsys, ["cache-report", "--calls", str(path), "--json", "--bootstrap", "50"])
+    doc = json.loads(out)
+    assert code == 0 and doc["inputs"]["cutover"] is None
+    assert doc["effect"]["estimate"] is None
+    assert doc["causes"]["hit"]["calls"] > 0 and doc["cost"]["by_cause"]["cold_start"]["spend_usd"] > 0
+    assert any(n.startswith("no cutover date given, so every call counts as before it") for n in doc["notes"])
+    code, table, _ = _run(capsys, ["cache-report", "--calls", str(path), "--bootstrap", "50"])
+    assert code == 0 and "cutover none given" in table and "cached share (all calls)" in table
+
+
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
         (["--calls", "missing.parquet", "--cutover", "2026-10-12"], "no calls file"),
         (["--calls", "x.parquet", "--db", "w.duckdb", "--cutover", "2026-10-12"], "not allowed with"),
-        (["--calls", "x.parquet"], "required"),
         (["--calls", "x.parquet", "--cutover", "12/10/2026"], "not a date"),
         (["--calls", "x.parquet", "--cutover", "2026-10-12", "--tz", "Nowhere/Land"], "time zone"),
         (["--db", "missing.duckdb", "--cutover", "2026-10-12"], "no warehouse"),

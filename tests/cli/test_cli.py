@@ -276,3 +276,31 @@ def test_every_json_document_uses_camel_case_keys(samples_copy: Path, tmp_path: 
     run("ingest", ["ingest", str(tmp_path / "none"), "--json", "--db", wh])  # an error document
     assert docs["ingest"]["exitCode"] == 2
     assert {name: not_camel_case(doc) for name, doc in docs.items() if not_camel_case(doc)} == {}
+
+
+def test_cache_report_of_claude_code_transcripts_without_cutover(tmp_path: Path, capsys) -> None:
+    """Ingest to report: no cutover needed, and each cache write priced at its TTL's price."""
+
+    def response(n: int, at: str, write: int, write_1h: int) -> dict:
+        usage = {"input_tokens": 10, "cache_creation_input_tokens": write, "cache_read_input_tokens": 0, "output_tokens": 5,
+                 "cache_creation": {"ephemeral_5m_input_tokens": write - write_1h, "ephemeral_1h_input_tokens": write_1h}}
+        return {"type": "assistant", "sessionId": "S1", "cwd": "/w", "timestamp": at, "requestId": f"r{n}",
+                "message": {"id": f"m{n}", "role": "assistant", "model": "claude-sonnet-4-5",
+                            "content": [{"type": "text", "text": "ok"}], "usage": usage}}
+
+    write_jsonl(tmp_path / "t" / "s.jsonl", [
+        {"type": "user", "sessionId": "S1", "cwd": "/w", "timestamp": "2026-10-01T10:00:00Z", "message": {"role": "user", "content": "go"}},
+        response(1, "2026-10-01T10:00:01Z", 100_000, 100_000),
+        response(2, "2026-10-01T12:00:00Z", 100_000, 0),  # two hours later: the cache has expired
+    ])
+    db = tmp_path / "w.duckdb"
+    assert main(["ingest", str(tmp_path / "t"), "--db", str(db)]) == 0
+    code, doc = run_json(capsys, ["cache-report", "--db", str(db), "--json", "--bootstrap", "0"])
+    assert code == 0 and isinstance(doc, dict)
+    assert doc["effect"]["estimate"] is None and doc["inputs"]["cutover"] is None
+    cost = doc["cost"]
+    # Sonnet 4.5: 1-hour write $6 / MTok, 5-minute write $3.75, input $3
+    assert cost["by_cause"]["cold_start"]["spend_usd"] == pytest.approx((100_000 * 6 + 10 * 3) / 1e6)
+    assert cost["by_cause"]["ttl_expiry"]["spend_usd"] == pytest.approx((100_000 * 3.75 + 10 * 3) / 1e6)
+    assert cost["write_split"]["write_1h_tokens"] == 100_000 and cost["write_split"]["calls_unsplit"] == 0
+    assert any(n.startswith("no cutover date given") for n in doc["notes"])
