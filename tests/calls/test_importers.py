@@ -589,7 +589,13 @@ def test_imported_log_and_transcript_usage_give_the_same_cache_report(samples_db
     for source in ("claude-code", "import:harness"):
         cfg = AnalysisConfig(cutover=dt.date(2026, 10, 25), source=source, bootstrap=50)
         report, _ = analyze(calls, cfg)
-        reports[source] = _rounded(report.model_dump(mode="json", exclude={"config", "inputs"}))
+        doc = _rounded(report.model_dump(mode="json", exclude={"config", "inputs"}))
+        # Only the transcripts say how cache writes split by TTL (the import reads no split): what
+        # each price was applied to differs; on the samples every write is a 5-minute one, so the
+        # prices are the same.
+        split = doc["cost"].pop("write_split")
+        doc["notes"] = [n for n in doc["notes"] if not n.startswith("cache writes ")]
+        reports[source] = doc | {"split_calls": split["calls_split"] + split["calls_unsplit"], "split_1h": split["write_1h_tokens"]}
     assert reports["claude-code"]["calls"] > 100
     assert reports["claude-code"] == reports["import:harness"]
 
