@@ -71,7 +71,9 @@ def _summary(result: nightly.NightResult, args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(stderr=True, width=160)
+    # The night's outcome is the command's result: stdout, so `pipeline nightly … > night.log` keeps it.
+    # Progress while it runs stays on stderr.
+    console = Console(width=160)
     table = Table(title=f"night {result.day} · run {result.run_id} · {result.engine_note}")
     keys = ["batch", "sessions", "status", "memories", "linked", "watermarked", "tasksProposed", "seconds", "reason"]
     if args.executor == "dask":  # which worker ran each batch
@@ -85,7 +87,7 @@ def _summary(result: nightly.NightResult, args: argparse.Namespace) -> None:
         r = {**b.row(), "batch": origin + b.batch_id}
         table.add_row(*["" if r[c] is None else str(r[c]) for c in keys])
     console.print(table)
-    w = sys.stderr.write
+    w = sys.stdout.write
     w(f"sessions still pending: {result.pending_after}   wall time: {result.seconds:.1f} s\n")
     w(f"warehouse: {config.db_path(args.db).absolute()}\n")
     w(f"corpus:    {config.corpus_path(args.corpus).absolute()}\n")

@@ -304,3 +304,18 @@ def test_cache_report_of_claude_code_transcripts_without_cutover(tmp_path: Path,
     assert cost["by_cause"]["ttl_expiry"]["spend_usd"] == pytest.approx((100_000 * 3.75 + 10 * 3) / 1e6)
     assert cost["write_split"]["write_1h_tokens"] == 100_000 and cost["write_split"]["calls_unsplit"] == 0
     assert any(n.startswith("no cutover date given") for n in doc["notes"])
+
+
+def test_the_nightly_summary_is_the_commands_output_on_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from pipeline.cli import nightly as nightly_cli
+    from pipeline.nightly.driver import NightResult
+
+    result = NightResult(run_id="r1", day="2026-12-01", engine="rules", engine_note="engine rules (as asked)",
+                         run_dir=tmp_path / "runs" / "r1", pending_after=2, report=tmp_path / "report.html")
+    args = argparse.Namespace(executor="local", db=str(tmp_path / "w.duckdb"), corpus=str(tmp_path / "corpus"))
+    nightly_cli._summary(result, args)
+    out, err = capsys.readouterr()
+    assert "run r1" in out and "sessions still pending: 2" in out and "report:    " in out
+    assert err == ""
