@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import re
 import shlex
 import sys
 from typing import Any
+
+import duckdb
 
 from pipeline.cli.main import add_db, add_json, add_wait, print_json
 from pipeline.consolidator import tools
@@ -133,7 +136,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         try:
             cur = con.execute(args.query)
         except Exception as exc:  # duckdb raises many classes; all are the user's query
-            raise UsageError(f"the query failed: {exc}") from exc
+            raise UsageError(f"the query failed: {exc}{_query_hint(con, exc, args.query)}") from exc
         columns = [d[0] for d in cur.description or []]
         rows = cur.fetchall()
     if args.format == "json":
@@ -145,6 +148,30 @@ def cmd_sql(args: argparse.Namespace) -> int:
     else:
         _table(columns, rows)
     return 0
+
+
+def _query_hint(con: Any, exc: Exception, query: str) -> str:
+    """What DuckDB's message leaves out for an analyst: the warehouse's own tables and views (DuckDB
+    suggests its catalog's), and which of the warehouse's column names must be double-quoted."""
+    try:
+        if isinstance(exc, duckdb.CatalogException) and "does not exist" in str(exc):
+            names = [r[0] for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
+                "UNION SELECT view_name FROM duckdb_views() WHERE schema_name = 'main' AND NOT internal ORDER BY 1"
+            ).fetchall()]
+            return "\nthe warehouse's tables and views: " + ", ".join(names)
+        if isinstance(exc, duckdb.ParserException):
+            keywords = [r[0] for r in con.execute(
+                "SELECT DISTINCT k.keyword_name FROM duckdb_keywords() k JOIN duckdb_columns() c "
+                "ON c.column_name = k.keyword_name WHERE c.schema_name = 'main' AND k.keyword_category <> 'unreserved'"
+            ).fetchall()]
+            bare = [k for k in keywords if re.search(rf'(?<!["\w.]){re.escape(k)}(?![\w"])', query, re.IGNORECASE)]
+            if bare:
+                return "\n" + ", ".join(f'`{k}`' for k in bare) + " is a SQL keyword: write the column as " + \
+                    ", ".join(f'"{k}"' for k in bare) + " (in double quotes)"
+    except duckdb.Error:
+        pass
+    return ""
 
 
 def _table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:

@@ -79,6 +79,17 @@ def test_sql_formats(ingested: Path, capsys) -> None:
     assert capsys.readouterr().out == "a\n1\n"  # plain newlines: the output feeds shell pipelines
 
 
+def test_a_failed_query_names_the_warehouse_tables_and_the_columns_to_quote(ingested: Path, capsys) -> None:
+    assert main(["sql", "SELECT * FROM nowhere", "--db", str(ingested)]) == 2
+    err = capsys.readouterr().err
+    assert "the warehouse's tables and views:" in err and "sessions" in err and "tool_results" in err
+    assert main(["sql", "SELECT at FROM messages", "--db", str(ingested)]) == 2
+    assert '`at` is a SQL keyword: write the column as "at"' in capsys.readouterr().err
+    assert main(["sql", 'SELECT "at" FROM messages', "--db", str(ingested)]) == 0
+    assert main(["sql", "SELEC 1", "--db", str(ingested)]) == 2
+    assert "SQL keyword" not in capsys.readouterr().err
+
+
 def test_ingest_json_report_and_exit_code_for_unreadable(tmp_path: Path, capsys) -> None:
     write_jsonl(tmp_path / "t" / "ok.jsonl", [{"type": "user", "sessionId": "S"}])
     (tmp_path / "t" / "broken.jsonl").symlink_to(tmp_path / "missing")
