@@ -200,7 +200,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     _argv[:] = argv
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # argparse leaves a verb's unknown flags to the top parser, whose usage says nothing of the
+        # verb's own flags: the verb's parser reports them, with its usage.
+        verbs = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        own = verbs.choices.get(args.verb) if verbs and args.verb else None
+        (own or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

@@ -90,6 +90,14 @@ def test_a_failed_query_names_the_warehouse_tables_and_the_columns_to_quote(inge
     assert "SQL keyword" not in capsys.readouterr().err
 
 
+def test_an_unknown_flag_is_reported_by_its_verb_with_the_verbs_usage(ingested: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["sessions", "--bogus", "--db", str(ingested)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: pipeline sessions" in err and "pipeline sessions: error: unrecognized arguments: --bogus" in err
+
+
 def test_ingest_json_report_and_exit_code_for_unreadable(tmp_path: Path, capsys) -> None:
     write_jsonl(tmp_path / "t" / "ok.jsonl", [{"type": "user", "sessionId": "S"}])
     (tmp_path / "t" / "broken.jsonl").symlink_to(tmp_path / "missing")
