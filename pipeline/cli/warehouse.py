@@ -198,6 +198,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if args.json:
         print_json(entries)
         return 0
+    if not entries:
+        sys.stdout.write("nothing pending: every session's lines have been read by a night\n" if args.pending
+                         else "no sessions yet: run `pipeline ingest PATH` first\n")
+        return 0
     cols = ["sessionId", "slug", "firstAt", "lastAt", "prompts", "turns", "lineCount", "newFromLine"]
     _table([*cols, "memories"], [(*tuple(e[c] for c in cols), len(e["linkedMemories"])) for e in entries])
     return 0

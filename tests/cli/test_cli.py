@@ -98,6 +98,17 @@ def test_an_unknown_flag_is_reported_by_its_verb_with_the_verbs_usage(ingested: 
     assert "usage: pipeline sessions" in err and "pipeline sessions: error: unrecognized arguments: --bogus" in err
 
 
+def test_an_empty_listing_says_so_in_words(tmp_path: Path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    wh = str(tmp_path / "w.duckdb")
+    assert main(["ingest", str(tmp_path / "empty"), "--db", wh]) == 0
+    capsys.readouterr()
+    assert main(["sessions", "--pending", "--db", wh]) == 0
+    assert capsys.readouterr().out.startswith("nothing pending")
+    assert main(["sessions", "--db", wh]) == 0
+    assert "run `pipeline ingest PATH` first" in capsys.readouterr().out
+
+
 def test_ingest_json_report_and_exit_code_for_unreadable(tmp_path: Path, capsys) -> None:
     write_jsonl(tmp_path / "t" / "ok.jsonl", [{"type": "user", "sessionId": "S"}])
     (tmp_path / "t" / "broken.jsonl").symlink_to(tmp_path / "missing")
