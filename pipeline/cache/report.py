@@ -188,14 +188,7 @@ def render_table(report: CacheReport) -> str:
         counts = f"{b.get('calls', 0):,}/{a.get('calls', 0):,}"
         lines.append(f"{label:<28}{_pct(b.get('token_share')):>12}{_pct(a.get('token_share')):>12}{counts:>18}")
     lines.append("")
-    lines.append(f"{'cause':<16}{'calls':>10}{'share':>10}{'spend USD':>14}{'lost USD':>14}")
-    for cause in CAUSES:
-        c = report.causes[cause]
-        cost = report.cost["by_cause"][cause]
-        lines.append(
-            f"{cause:<16}{c['calls']:>10,}{_pct(c['share_of_calls']):>10}"
-            f"{cost['spend_usd'] or 0:>14,.2f}{cost['lost_usd'] or 0:>14,.2f}"
-        )
+    _cause_lines(report, lines)
     prices = report.cost.get("prices") or {}
     if prices:
         lines.append("")
@@ -215,14 +208,8 @@ def render_table(report: CacheReport) -> str:
     return "\n".join(lines)
 
 
-def _rates_without_cutover(report: CacheReport, lines: list[str]) -> None:
-    """The table for calls with no cutover date: one column of rates, the causes, the notes."""
-    groups = report.rates["groups"]
-    lines.append(f"{'cached share (all calls)':<28}{'tokens':>12}{'calls':>10}")
-    for name, label in (("crossing", "first call after midnight"), ("other", "other within-TTL calls")):
-        b = groups.get(name, {}).get("before", {})
-        lines.append(f"{label:<28}{_pct(b.get('token_share')):>12}{b.get('calls', 0):>10,}")
-    lines.append("")
+def _cause_lines(report: CacheReport, lines: list[str]) -> None:
+    """The miss causes with their spend, as both forms of the text report show them."""
     lines.append(f"{'cause':<16}{'calls':>10}{'share':>10}{'spend USD':>14}{'lost USD':>14}")
     for cause in CAUSES:
         c = report.causes[cause]
@@ -231,6 +218,17 @@ def _rates_without_cutover(report: CacheReport, lines: list[str]) -> None:
             f"{cause:<16}{c['calls']:>10,}{_pct(c['share_of_calls']):>10}"
             f"{cost['spend_usd'] or 0:>14,.2f}{cost['lost_usd'] or 0:>14,.2f}"
         )
+
+
+def _rates_without_cutover(report: CacheReport, lines: list[str]) -> None:
+    """The table for calls with no cutover date: one column of rates, the causes, the notes."""
+    groups = report.rates["groups"]
+    lines.append(f"{'cached share (all calls)':<28}{'tokens':>12}{'calls':>10}")
+    for name, label in (("crossing", "first call after midnight"), ("other", "other within-TTL calls")):
+        b = groups.get(name, {}).get("before", {})
+        lines.append(f"{label:<28}{_pct(b.get('token_share')):>12}{b.get('calls', 0):>10,}")
+    lines.append("")
+    _cause_lines(report, lines)
     if report.notes:
         lines.append("")
         lines.extend(f"note: {note}" for note in report.notes)
