@@ -1,7 +1,7 @@
 """The package's shape: imports run one way between stages, and nothing imports in a circle.
 
 Each stage is a subpackage of `pipeline/`; the table below says which stages each one may import.
-The cross-cutting top-level modules (config, errors, faults, display, redact, secrets_scan, secret_gate)
+The cross-cutting top-level modules (config, errors, faults, display, redact, secrets_scan, secret_gate, durable)
 import no stage.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pipeline"
 
-TOP = "top"  # config, errors, faults, display, redact, secrets_scan, secret_gate
+TOP = "top"  # config, errors, faults, display, redact, secrets_scan, secret_gate, durable
 ALLOWED: dict[str, set[str]] = {
     TOP: {TOP},
     "anchoring": {TOP},

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from pydantic.alias_generators import to_camel
 
 from pipeline.consolidator.contract import Answer, Problem
+from pipeline.durable import fsync_dir
 from pipeline.errors import ArtifactError, IncompleteArtifactError
 
 __all__ = [
@@ -239,16 +240,6 @@ def touched_sessions(rows: Iterable[ToolCallRow]) -> list[str]:
 # --- writing ---------------------------------------------------------------------------------
 
 
-def _fsync_dir(folder: Path) -> None:
-    # Makes the rename itself durable; not every platform lets a directory be opened.
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -261,7 +252,7 @@ def _write_atomic(path: Path, text: str) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _plain(value: Any) -> Any:

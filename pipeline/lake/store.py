@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pipeline.durable import fsync_dir
 from pipeline.errors import OutcomeError, UsageError
 from pipeline.lake import manifest as mf
 
@@ -121,7 +122,7 @@ class LocalStore(Store):
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.root / mf.NAME)
-        _fsync_dir(self.root)
+        fsync_dir(self.root)
 
     def listing(self, table: str) -> dict[str, list[str]]:
         base = self.root / table
@@ -138,7 +139,7 @@ class LocalStore(Store):
         target.mkdir(parents=True, exist_ok=True)
         for src, name in files:
             os.replace(src, target / name)
-        _fsync_dir(target)
+        fsync_dir(target)
 
     def replace(self, table: str, part: str, files: list[tuple[Path, str]], current: list[str]) -> list[str]:
         live = self.root / part_dir(table, part)
@@ -158,7 +159,7 @@ class LocalStore(Store):
         else:
             self._retire(live, table, part)
             os.rename(new, live)
-        _fsync_dir(live.parent)
+        fsync_dir(live.parent)
         return []
 
     def _retire(self, folder: Path, table: str, part: str) -> None:
@@ -201,15 +202,6 @@ class LocalStore(Store):
 
     def total_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.root.rglob("*.parquet") if not p.relative_to(self.root).parts[0].startswith("_"))
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 class FsspecStore(Store):

@@ -52,6 +52,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline.durable import fsync_dir
 from pipeline.errors import OutcomeError, WarehouseBusyError
 from pipeline.faults import crash_point
 
@@ -123,14 +124,6 @@ def identity(path: Path) -> dict[str, Any] | None:
             "head": hashlib.sha256(head).hexdigest()[:32]}
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _read_state(files: Files) -> dict[str, Any] | None:
     try:
         data = json.loads(files.state.read_text(encoding="utf-8"))
@@ -146,7 +139,7 @@ def _write_state(files: Files, state: dict[str, Any]) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, files.state)
-    _fsync_dir(files.state.parent)
+    fsync_dir(files.state.parent, strict=True)
 
 
 def _copy(src: Path, dst: Path, *, crash_step: str | None = None) -> None:
@@ -220,7 +213,7 @@ def prepare(files: Files, say: Callable[[str], None]) -> None:
             _copy(files.db_wal, copy_wal)
             os.replace(copy_wal, files.work_wal)
         os.replace(files.work_copy, files.work)
-        _fsync_dir(files.db.parent)
+        fsync_dir(files.db.parent, strict=True)
     _write_state(files, {"db": current, "work": identity(files.work)})
 
 
@@ -253,7 +246,7 @@ def publish(files: Files, checkpoint: Callable[[Path], None]) -> bool:
     # working file when it was first copied): beside the new file it would be replayed into it.
     files.db_wal.unlink(missing_ok=True)
     os.replace(files.publishing, files.db)
-    _fsync_dir(files.db.parent)
+    fsync_dir(files.db.parent, strict=True)
     crash_point("publish:replaced")
     _write_state(files, {"db": copied, "work": work})
     return True
