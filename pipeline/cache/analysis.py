@@ -5,30 +5,25 @@ polars; the per-call work is one lazy pass (sort by session and time, look at th
 the same session), the rest are group-bys over the classified frame.
 
 Classification (never reads ``true_cause``)
-    For each call, in order:
-
-    1. ``cold_start``: the first call of its session;
-    2. ``ttl_expiry``: more than ``ttl_seconds`` since the session's previous call;
-    3. ``hit``: the call read at least :data:`HIT_SHARE` of the previous call's prompt from the
-       cache (``cached_tokens >= HIT_SHARE * previous prompt_tokens``). A continuation normally
-       reads back the whole previous prompt (share ≈ 1; OpenAI's 128-token steps cost a few
-       percent); a rewrite reads at most the part before the change, which for a date change or a
-       compaction is a small fraction of a long history. 0.8 sits between the two;
-    4. ``date_change``: a miss whose local date (in ``tz``) differs from the previous call's, or
-       whose ``changed_sections`` names the ``current-date`` section;
-    5. ``prefix_change``: any other miss.
+    :mod:`pipeline.cache.causes` gives every call one cause from what its transcript records (the
+    same statement as the warehouse view ``cache_calls``): the previous call of the same
+    conversation, the TTL in force, compaction, model, harness-version and date-notice records
+    between the two calls, and the session's own time zone.
 
 Groups for the effect of anchoring
-    *Crossing* calls are the first call of a session after midnight (in ``tz``) whose previous
-    call is within the TTL. *Other* calls are the remaining within-TTL continuations. Days before
-    the cutover date are *before*, days after it are *after*; the cutover day itself is left out
-    (the deploy rewrites every live session's cache once that day).
+    *Crossing* calls are the first call of a conversation on a new date (a new local date in the
+    session's time zone, or a date notice) whose previous call is within the TTL in force. *Other*
+    calls are the remaining within-TTL continuations. The sides are a cutover date (local day
+    before or after it; the cutover day is left out) or a harness version (``--cutover-version``).
+    Calls of a model that never reports caching are left out of every share (and counted).
 
     effect = (share_after − share_before)[crossing] − (share_after − share_before)[other]
 
     on token-weighted cached shares (Σ cached / Σ prompt): a difference-in-differences, positive
-    when anchoring helped. Its 95 % interval is a percentile bootstrap that resamples whole
-    sessions with replacement.
+    when anchoring helped. It is estimated only when each of the four cells holds at least
+    ``min_sessions`` sessions and ``min_calls`` calls; its 95 % interval is a percentile bootstrap
+    that resamples whole sessions with replacement. A cell's own share gets an interval under the
+    same floor.
 
 Cost of misses
     At the provider's prices (:mod:`pipeline.calls.prices`): ``spend`` is uncached input
@@ -51,6 +46,8 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.cache import causes
+from pipeline.cache.causes import VersionCutover
 from pipeline.calls.prices import (
     LONG_TTL_SECONDS,
     SHORT_TTL_SECONDS,
@@ -80,13 +77,14 @@ __all__ = [
     "load_calls",
 ]
 
-HIT_SHARE = 0.8
-DATE_SECTION = "current-date"
-CAUSES: tuple[str, ...] = ("hit", "cold_start", "ttl_expiry", "date_change", "prefix_change")
+HIT_SHARE = causes.cache_calls.HIT_SHARE
+DATE_SECTION = causes.cache_calls.DATE_SECTION
+CAUSES: tuple[str, ...] = causes.CAUSES
 _COLUMNS = (
     "call_id", "source", "session_id", "at", "model", "prompt_tokens", "cached_tokens",
-    "cache_write_tokens", "changed_sections", "true_cause", "cache_write_1h_tokens",
+    "cache_write_tokens", "changed_sections", "true_cause", "cache_write_1h_tokens", "completion_tokens", "line_no",
 )
+_INT_COLUMNS = ("prompt_tokens", "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens", "completion_tokens", "line_no")
 _CELLS = (("crossing", "before"), ("crossing", "after"), ("other", "before"), ("other", "after"))
 
 
@@ -95,16 +93,26 @@ class AnalysisConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    # None: no deployment date is known, so every call counts as before (rates and causes, no effect).
+    # None (and no cutover_version): every call counts as before (rates and causes, no effect).
     cutover: dt.date | None
+    cutover_version: VersionCutover | None = None
+    # The time zone of sessions whose transcript records none.
     tz: str = "UTC"
-    ttl_seconds: int = Field(300, gt=0)
+    # None: the TTL in force (an hour after a 1-hour write, else the provider's default).
+    ttl_seconds: int | None = Field(None, gt=0)
     provider: str = "anthropic"
     source: str | None = None
     hit_share: float = Field(HIT_SHARE, gt=0, le=1)
+    min_sessions: int = Field(5, ge=1)
+    min_calls: int = Field(20, ge=1)
     bootstrap: int = Field(1000, ge=0, le=100_000)
     confidence: float = Field(0.95, gt=0, lt=1)
     seed: int = 0
+
+    @property
+    def price_ttl(self) -> int:
+        """The TTL whose write price a call pays when it does not report its own split."""
+        return self.ttl_seconds or SHORT_TTL_SECONDS
 
 
 class Effect(BaseModel):
@@ -120,8 +128,13 @@ class Effect(BaseModel):
     calls: dict[str, int]
     shares: dict[str, float | None]
     share_ci: dict[str, tuple[float, float] | None] = Field(
-        default_factory=dict, description="bootstrap interval of each cell's cached share"
+        default_factory=dict, description="bootstrap interval of each cell's cached share (only above the floors)"
     )
+    cell_sessions: dict[str, int] = Field(default_factory=dict, description="sessions with a call in each cell")
+    reason: str | None = Field(None, description="why there is no estimate")
+    resampled_sessions: int = Field(0, description="sessions the bootstrap resampled")
+    min_sessions: int = 5
+    min_calls: int = 20
 
 
 class CacheReport(BaseModel):
@@ -138,6 +151,7 @@ class CacheReport(BaseModel):
     agreement: dict[str, Any] | None = None
     simulation: dict[str, Any] | None = None
     notes: list[str] = Field(default_factory=list, description="why a figure is missing or may mislead")
+    time_zones: dict[str, Any] = Field(default_factory=dict, description="where each session's time zone came from")
     left_out: dict[str, int] = Field(
         default_factory=dict,
         description="calls not analysed: `undated` (no time) and `no_session` (no session or conversation id)",
@@ -194,8 +208,7 @@ def _normalize(frame: pl.LazyFrame, names: list[str]) -> pl.LazyFrame:
     exprs: list[pl.Expr] = []
     for name in _COLUMNS:
         if name not in names:
-            dtype = pl.List(pl.String) if name == "changed_sections" else pl.String if name not in (
-                "prompt_tokens", "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens") else pl.Int64
+            dtype = pl.List(pl.String) if name == "changed_sections" else pl.String if name not in _INT_COLUMNS else pl.Int64
             exprs.append(pl.lit(None, dtype=dtype).alias(name))
     at_type = schema["at"]
     if at_type == pl.String:
@@ -205,7 +218,7 @@ def _normalize(frame: pl.LazyFrame, names: list[str]) -> pl.LazyFrame:
     else:
         at = pl.col("at").dt.convert_time_zone("UTC")
     exprs.append(at.alias("at"))
-    for name in ("prompt_tokens", "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens"):
+    for name in _INT_COLUMNS:
         if name in names:
             exprs.append(pl.col(name).cast(pl.Int64))
     if "changed_sections" in names and schema["changed_sections"] == pl.String:
@@ -223,75 +236,23 @@ def classify(
     calls: pl.LazyFrame | pl.DataFrame,
     *,
     cutover: dt.date | None = None,
+    cutover_version: VersionCutover | None = None,
     tz: str = "UTC",
-    ttl_seconds: int = 300,
+    ttl_seconds: int | None = None,
     hit_share: float = HIT_SHARE,
 ) -> pl.LazyFrame:
-    """Add per-call columns: ``local_date``, ``gap_s``, ``prev_prompt``, ``crossing``,
-    ``continuation`` (within TTL), ``share`` (cached / prompt), ``miss``, ``cause`` and, when a
-    cutover is given, ``period`` (before | cutover | after)."""
-    # Only what the analysis needs, in compact types: the changed-sections list becomes one flag and
-    # repeated strings become categoricals, which keeps 10 M calls well inside memory.
-    lf = calls.lazy()
-    lf = lf.select(
-        "call_id",
-        "session_id",
-        "at",
-        "prompt_tokens",
-        "cached_tokens",
-        "cache_write_tokens",
-        _split_column(lf),
-        pl.col("model").cast(pl.Categorical),
-        pl.col("source").cast(pl.Categorical),
-        pl.col("true_cause").cast(pl.Categorical),
-        pl.col("changed_sections").list.contains(DATE_SECTION).fill_null(False).alias("date_named"),
-    )
-    # Sorted by session then time, the previous call of a session is simply the previous row when
-    # the session id matches: cheaper than a window over 10 M rows. The call id breaks ties, so
-    # the result does not depend on the order rows arrive in.
-    lf = lf.sort(["session_id", "at", "call_id"], nulls_last=True).drop("call_id")
-    same = pl.col("session_id") == pl.col("session_id").shift(1)
-    local = pl.col("at").dt.convert_time_zone(tz).dt.date()
-    cached = pl.col("cached_tokens").fill_null(0)
-    lf = lf.with_columns(
-        local.alias("local_date"),
-        pl.when(same).then(pl.col("at").shift(1)).alias("prev_at"),
-        pl.when(same).then(pl.col("prompt_tokens").shift(1)).alias("prev_prompt"),
-        pl.when(same).then(local.shift(1)).alias("prev_date"),
-    )
-    lf = lf.with_columns(
-        ((pl.col("at") - pl.col("prev_at")).dt.total_microseconds() / 1e6).alias("gap_s"),
-    )
-    first = pl.col("prev_at").is_null()
-    continuation = ~first & (pl.col("gap_s") <= ttl_seconds)
-    miss = cached < pl.col("prev_prompt").fill_null(0) * hit_share
-    date_named = pl.col("date_named")
-    date_moved = pl.col("local_date") != pl.col("prev_date")
-    lf = lf.with_columns(
-        continuation.alias("continuation"),
-        (continuation & date_moved).alias("crossing"),
-        (cached / pl.col("prompt_tokens")).fill_nan(None).alias("share"),
-        miss.alias("miss"),
-        pl.when(first).then(pl.lit("cold_start"))
-        .when(pl.col("gap_s") > ttl_seconds).then(pl.lit("ttl_expiry"))
-        .when(~miss).then(pl.lit("hit"))
-        .when(date_moved | date_named).then(pl.lit("date_change"))
-        .otherwise(pl.lit("prefix_change"))
-        .cast(pl.Enum(CAUSES))
-        .alias("cause"),
-    ).drop("prev_at", "prev_date")
-    if cutover is not None:
-        lf = lf.with_columns(
-            pl.when(pl.col("local_date") < cutover).then(pl.lit("before"))
-            .when(pl.col("local_date") > cutover).then(pl.lit("after"))
-            .otherwise(pl.lit("cutover"))
-            .cast(pl.Enum(("before", "cutover", "after")))
-            .alias("period")
-        )
-    return lf
+    """A call log without transcripts, classified (:func:`pipeline.cache.causes.classify`) and
+    split by ``period``; calls without a time or a session are dropped (``analyze`` counts them)."""
+    frame = causes.classify(calls, hit_share=hit_share, ttl_seconds=ttl_seconds, tz=tz)
+    return causes.with_period(frame, cutover=cutover, cutover_version=cutover_version).lazy()
 
 
 # --------------------------------------------------------------------------- rates
+
+
+def _shared(frame: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
+    """The calls that count in cache shares: a model that never reports caching has no share."""
+    return frame.lazy().filter(pl.col("cache_reported"))
 
 
 def _stats(frame: pl.DataFrame | pl.LazyFrame, by: list[str] | None = None) -> pl.DataFrame:
@@ -305,7 +266,7 @@ def _stats(frame: pl.DataFrame | pl.LazyFrame, by: list[str] | None = None) -> p
         (pl.col("cause") == "hit").mean().alias("hit_rate"),
     ]
     lf = frame.lazy()
-    out = lf.group_by(by).agg(aggs).sort(by) if by else lf.select(aggs)
+    out = lf.group_by(by).agg(aggs).sort(by, nulls_last=True) if by else lf.select(aggs)
     return out.collect()
 
 
@@ -320,27 +281,78 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def group_rates(classified: pl.DataFrame) -> dict[str, Any]:
-    """Rates overall, by period, and for crossing vs other continuations before and after."""
-    out: dict[str, Any] = {"overall": _records(_stats(classified))}
-    by_period = _stats(classified, ["period"])
-    out["by_period"] = {r["period"]: {k: _clean(v) for k, v in r.items() if k != "period"} for r in by_period.iter_rows(named=True)}
-    groups = _stats(
-        classified.filter(pl.col("continuation") & pl.col("period").is_in(["before", "after"])).with_columns(
-            pl.when(pl.col("crossing")).then(pl.lit("crossing")).otherwise(pl.lit("other")).alias("group")
-        ),
-        ["group", "period"],
+def _group(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """Within-TTL continuations, labelled crossing (first call on a new date) or other."""
+    return frame.filter(pl.col("continuation")).with_columns(
+        pl.when(pl.col("crossing")).then(pl.lit("crossing")).otherwise(pl.lit("other")).alias("group")
     )
+
+
+def group_rates(classified: pl.DataFrame) -> dict[str, Any]:
+    """Rates overall, by period, for crossing vs other continuations before and after, and by harness."""
+    shared = _shared(classified)
+    out: dict[str, Any] = {"overall": _records(_stats(shared))}
+    out["no_cache_reported"] = {
+        "calls": int(classified.filter(~pl.col("cache_reported")).height),
+        "sessions": int(classified.filter(~pl.col("cache_reported"))["session_id"].n_unique()),
+        "models": sorted({str(m) for m in classified.filter(~pl.col("cache_reported"))["model"].drop_nulls().to_list()}),
+    }
+    by_period = _stats(shared.filter(pl.col("period").is_not_null()), ["period"])
+    out["by_period"] = {r["period"]: {k: _clean(v) for k, v in r.items() if k != "period"} for r in by_period.iter_rows(named=True)}
+    groups = _stats(_group(shared.filter(pl.col("period").is_in(["before", "after"]))), ["group", "period"])
     cells: dict[str, dict[str, Any]] = {"crossing": {}, "other": {}}
     for r in groups.iter_rows(named=True):
         cells[r["group"]][r["period"]] = {k: _clean(v) for k, v in r.items() if k not in ("group", "period")}
     out["groups"] = cells
+    out["by_harness"] = harness_rates(classified)
+    return out
+
+
+def _era() -> pl.Expr:
+    """Where the harness put the date the model sees, as the transcript shows it."""
+    return (
+        pl.when(pl.col("harness") == "claude-code")
+        .then(pl.when(pl.col("date_in_system")).then(pl.lit("date in system prompt (≤ 2.0)"))
+              .otherwise(pl.lit("date notice in conversation (2.1+)")))
+        .when(pl.col("harness") == "codex")
+        .then(pl.when(pl.col("session_seen")).then(pl.lit("date in environment context"))
+              .otherwise(pl.lit("no date in context")))
+        .otherwise(pl.lit("unknown harness"))
+    )
+
+
+def harness_rates(classified: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per harness and date placement (and per version inside it): the crossing and other cached
+    shares of within-TTL continuations, each with its calls and sessions: the anchoring that
+    harnesses shipped, visible without knowing a deploy date."""
+    lf = _shared(classified).with_columns(
+        pl.col("seen_date").is_not_null().any().over("session_id").alias("session_seen"),
+        pl.col("harness").fill_null("(no transcript)"),
+    ).with_columns(_era().alias("era"))
+    continuations = _group(lf)
+    versions = lf.group_by(["harness", "era"]).agg(
+        pl.col("harness_version").drop_nulls().unique().alias("versions"),
+        pl.len().alias("calls"), pl.col("session_id").n_unique().alias("sessions"),
+    ).collect()
+    cells = _stats(continuations, ["harness", "era", "group"])
+    out: list[dict[str, Any]] = []
+    for row in versions.sort(["harness", "era"]).iter_rows(named=True):
+        keyed = sorted(row["versions"], key=lambda v: causes.parse_version(v) or ((0,), 0, ""))
+        entry: dict[str, Any] = {
+            "harness": row["harness"], "era": row["era"], "calls": row["calls"], "sessions": row["sessions"],
+            "versions": f"{keyed[0]} – {keyed[-1]}" if len(keyed) > 1 else (keyed[0] if keyed else None),
+        }
+        for group in ("crossing", "other"):
+            match = cells.filter((pl.col("harness") == row["harness"]) & (pl.col("era") == row["era"]) & (pl.col("group") == group))
+            rec = _records(match) if match.height else {"calls": 0, "sessions": 0, "token_share": None}
+            entry[group] = {"calls": rec["calls"], "sessions": rec["sessions"], "token_share": rec.get("token_share")}
+        out.append(entry)
     return out
 
 
 def daily_rates(classified: pl.DataFrame) -> pl.DataFrame:
-    """Per local day: calls, token-weighted and request-weighted cached share, hit rate."""
-    return _stats(classified, ["local_date"])
+    """Per local day (each session's own zone): calls, token- and request-weighted cached share, hit rate."""
+    return _stats(_shared(classified), ["local_date"])
 
 
 def cause_table(classified: pl.DataFrame) -> dict[str, dict[str, Any]]:
@@ -365,7 +377,7 @@ def _session_cells(classified: pl.DataFrame) -> np.ndarray:
         pl.when(pl.col("crossing")).then(pl.lit(0)).otherwise(pl.lit(2))
         + pl.when(pl.col("period") == "after").then(pl.lit(1)).otherwise(pl.lit(0))
     ).alias("cell")
-    sub = classified.lazy().filter(pl.col("continuation") & pl.col("period").is_in(["before", "after"]))
+    sub = _shared(classified).filter(pl.col("continuation") & pl.col("period").is_in(["before", "after"]))
     agg = (
         sub.with_columns(cell)
         .group_by(["session_id", "cell"])
@@ -401,13 +413,30 @@ def did_effect(
     bootstrap: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
+    min_sessions: int = 5,
+    min_calls: int = 20,
 ) -> tuple[Effect, Effect]:
-    """Token-weighted and request-weighted difference-in-differences with session-bootstrap CIs."""
+    """Token-weighted and request-weighted difference-in-differences with session-bootstrap CIs.
+
+    No estimate (and no interval) unless each of the four cells holds ``min_sessions`` sessions
+    and ``min_calls`` calls: below that, one session's luck is the effect. A cell's own share
+    keeps its value, and gets an interval only above the same floors."""
     values = _session_cells(classified)
     totals = values.sum(axis=0)
     counts = {f"{g}_{p}": int(totals[i, 3]) for i, (g, p) in enumerate(_CELLS)}
+    cell_sessions = {f"{g}_{p}": int((values[:, i, 3] > 0).sum()) for i, (g, p) in enumerate(_CELLS)}
+    short = [
+        f"{_CELL_WORDS[key]}: {cell_sessions[key]} sessions, {counts[key]} calls"
+        for key in counts if cell_sessions[key] < min_sessions or counts[key] < min_calls
+    ]
+    reason = (
+        f"too few to estimate: each of the four cells needs at least {min_sessions} sessions and {min_calls} calls "
+        f"(--min-sessions, --min-calls); " + "; ".join(short)
+    ) if short else None
+    enough = {key: cell_sessions[key] >= min_sessions and counts[key] >= min_calls for key in counts}
     results: list[Effect] = []
-    replicates = _bootstrap_totals(values, bootstrap, seed) if bootstrap and values.shape[0] else None
+    run = bootstrap and values.shape[0] and any(enough.values())
+    replicates = _bootstrap_totals(values, bootstrap, seed) if run else None
     alpha = (1 - confidence) / 2
     for weighting, num, den in (("tokens", 0, 1), ("requests", 2, 3)):
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -416,7 +445,7 @@ def did_effect(
         ci_low = ci_high = None
         share_ci: dict[str, tuple[float, float] | None] = {}
         if replicates is not None:
-            if math.isfinite(estimate):
+            if math.isfinite(estimate) and reason is None:
                 draws = _did(replicates, num, den)
                 draws = draws[np.isfinite(draws)]
                 if draws.size:
@@ -426,11 +455,12 @@ def did_effect(
             for i, (g, p) in enumerate(_CELLS):
                 finite = cell_draws[:, i][np.isfinite(cell_draws[:, i])]
                 share_ci[f"{g}_{p}"] = (
-                    (float(np.quantile(finite, alpha)), float(np.quantile(finite, 1 - alpha))) if finite.size else None
+                    (float(np.quantile(finite, alpha)), float(np.quantile(finite, 1 - alpha)))
+                    if finite.size and enough[f"{g}_{p}"] else None
                 )
         results.append(
             Effect(
-                estimate=estimate if math.isfinite(estimate) else None,
+                estimate=estimate if math.isfinite(estimate) and reason is None else None,
                 ci_low=ci_low,
                 ci_high=ci_high,
                 confidence=confidence,
@@ -440,6 +470,11 @@ def did_effect(
                 calls=counts,
                 shares={f"{g}_{p}": (float(s) if math.isfinite(s) else None) for (g, p), s in zip(_CELLS, shares, strict=True)},
                 share_ci=share_ci,
+                cell_sessions=cell_sessions,
+                reason=reason,
+                resampled_sessions=int(values.shape[0]) if replicates is not None else 0,
+                min_sessions=min_sessions,
+                min_calls=min_calls,
             )
         )
     return results[0], results[1]
@@ -492,21 +527,21 @@ def _price_columns(classified: pl.DataFrame, prices: PriceBook, ttl_seconds: int
         price = prices.price(model, source=source, when=day)
         row: dict[str, Any] = {"source": source, "model": model, "day": day}
         if price is not None:
-            row.update(p_in=price.input, p_read=price.cache_read, p_write=price.write_price(ttl_seconds),
+            row.update(p_in=price.input, p_out=price.output, p_read=price.cache_read, p_write=price.write_price(ttl_seconds),
                        p_write5m=price.write_price(SHORT_TTL_SECONDS), p_write1h=price.write_price(LONG_TTL_SECONDS))
             for i, tier in enumerate(price.tiers, 1):
                 t = price.model_copy(update={k: v for k, v in tier.model_dump().items() if k != "above_input_tokens" and v is not None})
-                row.update({f"t{i}_start": tier.above_input_tokens, f"t{i}_in": t.input, f"t{i}_read": t.cache_read,
+                row.update({f"t{i}_start": tier.above_input_tokens, f"t{i}_in": t.input, f"t{i}_out": t.output, f"t{i}_read": t.cache_read,
                             f"t{i}_write": t.write_price(ttl_seconds), f"t{i}_write5m": t.write_price(SHORT_TTL_SECONDS),
                             f"t{i}_write1h": t.write_price(LONG_TTL_SECONDS)})
             width = max(width, len(price.tiers))
             if model is not None and (model not in latest or (day or dt.date.min) >= (latest[model][0] or dt.date.min)):
                 latest[model] = (day, price)
         rows.append(row)
-    schema: dict[str, Any] = {"source": pl.String, "model": pl.String, "day": pl.Date, "p_in": pl.Float64,
+    schema: dict[str, Any] = {"source": pl.String, "model": pl.String, "day": pl.Date, "p_in": pl.Float64, "p_out": pl.Float64,
                               "p_read": pl.Float64, "p_write": pl.Float64, "p_write5m": pl.Float64, "p_write1h": pl.Float64}
     for i in range(1, width + 1):
-        schema.update({f"t{i}_start": pl.Int64, f"t{i}_in": pl.Float64, f"t{i}_read": pl.Float64, f"t{i}_write": pl.Float64,
+        schema.update({f"t{i}_start": pl.Int64, f"t{i}_in": pl.Float64, f"t{i}_out": pl.Float64, f"t{i}_read": pl.Float64, f"t{i}_write": pl.Float64,
                        f"t{i}_write5m": pl.Float64, f"t{i}_write1h": pl.Float64})
     frame = pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema)
     listed = {m: price.listed() for m, (_day, price) in sorted(latest.items())}
@@ -518,9 +553,13 @@ def cost_by_cause(
 ) -> dict[str, Any]:
     """What each cause cost (USD), every call at its own provider's price for its model on its day.
 
-    ``spend_usd``: uncached input at the input price plus written tokens at the write price: a call
-    whose writes are split by TTL (``cache_write_1h_tokens`` known) pays the 1-hour price for its
-    1-hour part and the 5-minute price for the rest; any other call pays the ``ttl_seconds`` price.
+    ``spend_usd``: the list-price spend, split into ``input_usd`` (input neither read from nor
+    written to the cache), ``cache_read_usd``, ``cache_write_5m_usd``, ``cache_write_1h_usd`` and
+    ``output_usd``: a call whose writes are split by TTL (``cache_write_1h_tokens`` known) pays the
+    1-hour price for its 1-hour part and the 5-minute price for the rest; any other call pays the
+    ``ttl_seconds`` price. The same parts by model, day and session (``by_model``, ``by_day``,
+    ``by_session``, each with ``counterfactual_usd``: the spend had every miss read its previous
+    prompt from the cache).
     ``lost_usd`` (misses only): the tokens of the previous prompt that this call did not read back
     (``min(previous prompt, prompt) − cached``), priced as what re-sending them cost (the call's
     average write price when the provider reports writes, else input price) minus what reading them would have cost.
@@ -546,7 +585,7 @@ def cost_by_cause(
     write_1h = pl.when(split).then(pl.min_horizontal("cache_write_1h_tokens", "cache_write_tokens")).otherwise(0)
     cached = pl.col("cached_tokens").fill_null(0)
     uncached = (prompt - cached - write).clip(lower_bound=0)
-    resent = pl.when(pl.col("cause").is_in(["hit", "cold_start"])).then(0).otherwise(
+    resent = pl.when(~pl.col("miss")).then(0).otherwise(
         (pl.min_horizontal("prev_prompt", "prompt_tokens") - cached).clip(lower_bound=0).fill_null(0)
     )
     keyed = classified.lazy()
@@ -558,7 +597,7 @@ def cost_by_cause(
         price_frame.lazy().rename({"source": "_source", "model": "_model", "day": "_day"}),
         on=["_source", "_model", "_day"], how="left", nulls_equal=True,
     ).with_columns(
-        tiered("in").alias("u_in"), tiered("read").alias("u_read"), tiered("write").alias("u_write"),
+        tiered("in").alias("u_in"), tiered("out").alias("u_out"), tiered("read").alias("u_read"), tiered("write").alias("u_write"),
         tiered("write5m").alias("u_write5m"), tiered("write1h").alias("u_write1h"),
     )
     # What the call's writes cost (USD × 1e6): each TTL at its own price where the split is known.
@@ -570,17 +609,30 @@ def cost_by_cause(
         .when(split & (write > 0)).then(write_cost / write)
         .otherwise(pl.col("u_write"))
     )
+    split_5m = pl.when(split).then((write - write_1h) * pl.col("u_write5m")).otherwise(
+        pl.when(pl.lit(ttl_seconds > SHORT_TTL_SECONDS)).then(0.0).otherwise(write * pl.col("u_write"))
+    )
+    split_1h = pl.when(split).then(write_1h * pl.col("u_write1h")).otherwise(
+        pl.when(pl.lit(ttl_seconds > SHORT_TTL_SECONDS)).then(write * pl.col("u_write")).otherwise(0.0)
+    )
     per_call = per_call.with_columns(
         uncached.alias("uncached"),
         write.alias("written"),
         write_1h.alias("written_1h"),
         (split & (write > 0)).alias("split_writes"),
         (~split & (write > 0)).alias("unsplit_writes"),
-        ((uncached * pl.col("u_in") + write_cost) / 1e6).alias("spend"),
+        (uncached * pl.col("u_in") / 1e6).alias("input_usd"),
+        (cached * pl.col("u_read") / 1e6).alias("cache_read_usd"),
+        (split_5m / 1e6).alias("cache_write_5m_usd"),
+        (split_1h / 1e6).alias("cache_write_1h_usd"),
+        (pl.col("completion_tokens").fill_null(0) * pl.col("u_out") / 1e6).alias("output_usd"),
         resent.alias("resent"),
         (resent * (resend_price - pl.col("u_read")) / 1e6).alias("lost"),
         pl.col("u_in").is_null().alias("unpriced"),
+    ).with_columns(
+        pl.sum_horizontal("input_usd", "cache_read_usd", "cache_write_5m_usd", "cache_write_1h_usd", "output_usd").alias("spend"),
     )
+    parts = [pl.col(c).sum() for c in _SPEND_PARTS]
     stats = (
         per_call.group_by("cause")
         .agg(
@@ -589,6 +641,7 @@ def cost_by_cause(
             pl.col("written").sum().alias("write_tokens"),
             pl.col("written_1h").sum().alias("write_1h_tokens"),
             pl.col("spend").sum().alias("spend_usd"),
+            *parts,
             pl.col("resent").sum().alias("resent_tokens"),
             pl.col("lost").sum().alias("lost_usd"),
             pl.col("unpriced").sum().alias("unpriced_calls"),
@@ -596,6 +649,11 @@ def cost_by_cause(
         .with_columns(pl.col("cause").cast(pl.String))
         .collect()
     )
+    breakdowns = {
+        name: _spend_rows(per_call, key)
+        for name, key in (("by_model", pl.col("_model")), ("by_day", pl.col("_day").cast(pl.String)),
+                          ("by_session", pl.col("session_id")))
+    }
     writes = per_call.select(
         pl.col("split_writes").sum().alias("split_calls"),
         pl.col("written").filter(pl.col("split_writes")).sum().alias("split_tokens"),
@@ -608,15 +666,19 @@ def cost_by_cause(
         .collect()
     )
     empty = {"calls": 0, "uncached_tokens": 0, "write_tokens": 0, "write_1h_tokens": 0, "spend_usd": 0.0, "resent_tokens": 0, "lost_usd": 0.0,
-             "unpriced_calls": 0}
+             "unpriced_calls": 0, **{c: 0.0 for c in _SPEND_PARTS}}
     by_cause: dict[str, dict[str, Any]] = {}
     for cause in CAUSES:
         match = stats.filter(pl.col("cause") == cause)
         row = _records(match) if match.height else dict(empty)
         row.pop("cause", None)
         by_cause[cause] = row
-    misses = [c for c in CAUSES if c != "hit"]
+    misses = list(causes.MISS_CAUSES)
+    total = {c: sum(by_cause[k][c] or 0.0 for k in CAUSES) for c in ("spend_usd", *_SPEND_PARTS, "lost_usd")}
     return {
+        "spend": "list price: uncached input + cache reads + cache writes (5 minutes and 1 hour) + output",
+        "total": total,
+        **breakdowns,
         "currency": "USD",
         "provider": "per call: its source's provider, else its model's",
         "fallback_provider": book.fallback_provider,
@@ -639,6 +701,23 @@ def cost_by_cause(
         "misses_spend_usd": sum(by_cause[c]["spend_usd"] or 0.0 for c in misses),
         "misses_lost_usd": sum(by_cause[c]["lost_usd"] or 0.0 for c in misses),
     }
+
+
+_SPEND_PARTS = ("input_usd", "cache_read_usd", "cache_write_5m_usd", "cache_write_1h_usd", "output_usd")
+
+
+def _spend_rows(per_call: pl.LazyFrame, key: pl.Expr) -> list[dict[str, Any]]:
+    """List-price spend by part for each value of ``key``, with what misses lost and, per key, the
+    counterfactual: the same calls had every miss read the previous prompt from the cache."""
+    rows = (
+        per_call.group_by(key.alias("key"))
+        .agg(pl.len().alias("calls"), pl.col("miss").sum().alias("misses"), pl.col("spend").sum().alias("spend_usd"),
+             *[pl.col(c).sum() for c in _SPEND_PARTS], pl.col("lost").sum().alias("lost_usd"))
+        .with_columns((pl.col("spend_usd") - pl.col("lost_usd")).alias("counterfactual_usd"))
+        .sort("spend_usd", descending=True, nulls_last=True)
+        .collect()
+    )
+    return [{k: _clean(v) for k, v in r.items()} for r in rows.iter_rows(named=True)]
 
 
 def agreement(classified: pl.DataFrame) -> dict[str, Any] | None:
@@ -693,7 +772,8 @@ def analyze(
     prices: PriceBook | None = None,
     inputs: dict[str, Any] | None = None,
 ) -> tuple[CacheReport, pl.DataFrame]:
-    """Classify once, then compute every figure of the report; returns the report and the classified frame."""
+    """Classify once (unless ``calls`` is already classified: it has a ``cause`` column), then
+    compute every figure of the report; returns the report and the classified frame."""
     lf = calls.lazy()
     if config.source is not None:
         lf = lf.filter(pl.col("source") == config.source)
@@ -706,10 +786,13 @@ def analyze(
     ).collect().row(0, named=True)
     left_out = {"undated": int(counts["undated"]), "no_session": int(counts["no_session"])}
     lf = lf.filter(pl.col("at").is_not_null() & pl.col("session_id").is_not_null())
-    classified = classify(
-        lf, cutover=config.cutover or dt.date.max, tz=config.tz, ttl_seconds=config.ttl_seconds,
-        hit_share=config.hit_share
-    ).collect()
+    if "cause" in lf.collect_schema().names():
+        classified = causes.with_period(lf.collect(), cutover=config.cutover, cutover_version=config.cutover_version)
+    else:
+        classified = classify(
+            lf, cutover=config.cutover, cutover_version=config.cutover_version, tz=config.tz,
+            ttl_seconds=config.ttl_seconds, hit_share=config.hit_share,
+        ).collect()
     if classified.height == 0:
         which = f" from source {config.source!r}" if config.source else ""
         if counts["all"]:
@@ -720,11 +803,13 @@ def analyze(
             )
         raise UsageError(f"no llm_calls rows{which} to analyse; check --source, or ingest or simulate some calls first")
     effect, effect_requests = did_effect(
-        classified, bootstrap=config.bootstrap, confidence=config.confidence, seed=config.seed
+        classified, bootstrap=config.bootstrap, confidence=config.confidence, seed=config.seed,
+        min_sessions=config.min_sessions, min_calls=config.min_calls,
     )
-    cost = cost_by_cause(classified, provider=config.provider, ttl_seconds=config.ttl_seconds, prices=prices)
+    cost = cost_by_cause(classified, provider=config.provider, ttl_seconds=config.price_ttl, prices=prices)
     report = CacheReport(
-        inputs={**(inputs or {}), **config.model_dump(mode="json")},
+        inputs={**(inputs or {}), **config.model_dump(mode="json"),
+                "cutover_version": str(config.cutover_version) if config.cutover_version else None},
         calls=classified.height,
         sessions=classified["session_id"].n_unique(),
         effect=effect,
@@ -735,15 +820,25 @@ def analyze(
         agreement=agreement(classified),
         notes=_notes(classified, effect, config, cost, left_out),
         left_out=left_out,
+        time_zones=time_zones(classified, config.tz),
     )
     return report, classified
 
 
+def time_zones(classified: pl.DataFrame, default: str) -> dict[str, Any]:
+    """Where each session's time zone came from, and how many fell back to the default."""
+    per = classified.group_by("session_id").agg(pl.col("tz").first(), pl.col("tz_source").first())
+    by_source = dict(per.group_by("tz_source").len().iter_rows())
+    zones = dict(per.group_by("tz").len().sort("len", descending=True).iter_rows())
+    return {"default": default, "sessions_by_source": {k: int(v) for k, v in by_source.items()},
+            "fell_back": int(by_source.get("default", 0)), "zones": {k: int(v) for k, v in zones.items()}}
+
+
 _CELL_WORDS = {
-    "crossing_before": "first call after midnight before the cutover",
-    "crossing_after": "first call after midnight after the cutover",
-    "other_before": "other within-TTL call before the cutover",
-    "other_after": "other within-TTL call after the cutover",
+    "crossing_before": "first calls on a new date before the cutover",
+    "crossing_after": "first calls on a new date after the cutover",
+    "other_before": "other within-TTL calls before the cutover",
+    "other_after": "other within-TTL calls after the cutover",
 }
 
 
@@ -763,24 +858,37 @@ def _notes(
             "would look like the first of its session (a cold start)"
         )
     periods = dict(classified.group_by("period").len().iter_rows())
-    days = classified.select(pl.col("at").dt.convert_time_zone(config.tz).dt.date().alias("d")).get_column("d")
+    days = classified.get_column("local_date")
     first, last = days.min(), days.max()
-    span = f"the calls run from {first!s} to {last!s} ({config.tz})"
-    if config.cutover is None:
-        notes.append(f"no cutover date given, so every call counts as before it ({span}): rates and causes are "
-                     "shown, and the effect of anchoring needs the day it was deployed")
+    span = f"the calls run from {first!s} to {last!s} (each session's local date)"
+    cut = f"--cutover-version {config.cutover_version}" if config.cutover_version else f"the cutover {config.cutover}"
+    if config.cutover is None and config.cutover_version is None:
+        notes.append(f"no cutover given, so every call counts as before it ({span}): rates, causes and the crossing "
+                     "share per harness version are shown; an effect needs --cutover DATE or --cutover-version HARNESS@VERSION")
     elif not periods.get("after"):
-        notes.append(f"no calls after the cutover {config.cutover}: {span}, so there is nothing to compare")
+        notes.append(f"no calls after {cut}: {span}, so there is nothing to compare")
     elif not periods.get("before"):
-        notes.append(f"no calls before the cutover {config.cutover}: {span}, so there is nothing to compare")
+        notes.append(f"no calls before {cut}: {span}, so there is nothing to compare")
+    elif effect.reason is not None:
+        notes.append(f"no effect estimate, {effect.reason}")
     elif effect.estimate is None:
-        empty = [words for key, words in _CELL_WORDS.items() if not effect.calls.get(key)]
+        notes.append(f"no effect estimate: a cell has no tokens to take a share of ({span})")
+    skipped = classified.filter(~pl.col("cache_reported"))
+    if skipped.height:
+        models = sorted({str(m) for m in skipped["model"].drop_nulls().to_list()})
         notes.append(
-            "no effect estimate: the difference-in-differences needs calls of four kinds, and there is no "
-            + " and no ".join(empty) + f" ({span})"
+            f"{skipped.height:,} calls in {skipped['session_id'].n_unique():,} sessions come from models that never report a "
+            f"cached or written token ({', '.join(models[:5]) or 'no model named'}): they are no_cache_reported, not misses, "
+            "and are left out of every cached share"
+        )
+    fell_back = classified.filter(pl.col("tz_source") == "default")["session_id"].n_unique()
+    if fell_back:
+        notes.append(
+            f"{fell_back:,} of {classified['session_id'].n_unique():,} sessions record no time zone (no date notice, "
+            f"<timezone> or local file name): their days are in {config.tz} (--tz, PIPELINE_TZ)"
         )
     split, price = cost["write_split"], cost["write_price"]
-    ttl_words = f"the {price} write price (--ttl {config.ttl_seconds})"
+    ttl_words = f"the {price} write price (--ttl {config.ttl_seconds or 'unset'})"
     if split["calls_split"]:
         notes.append(
             f"cache writes of {split['calls_split']:,} calls are priced by their own TTL split "

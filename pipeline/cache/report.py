@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline import config
 from pipeline.cache.analysis import CAUSES, AnalysisConfig, CacheReport, analyze, load_calls
+from pipeline.cache.causes import VersionCutover, classify_warehouse
 from pipeline.cache.workload import SimulationSummary, WorkloadConfig, read_summary, simulate, write_calls
 from pipeline.calls.prices import load_prices
 from pipeline.errors import UsageError
@@ -69,9 +70,12 @@ def notebook_inputs(
     source: str | None = None,
     cutover: str | dt.date | None = None,
     tz: str = "UTC",
-    ttl_seconds: int = 300,
+    ttl_seconds: int | None = None,
     provider: str = "anthropic",
     out_dir: str | Path = "data/cache_report",
+    cutover_version: str | None = None,
+    min_sessions: int = 5,
+    min_calls: int = 20,
 ) -> ReportInputs:
     """Resolve the notebook's parameters. With neither ``db`` nor ``calls``, simulate a small
     workload into ``out_dir`` (in the notebook's ``tz`` and ``provider``) and analyse that."""
@@ -98,14 +102,23 @@ def notebook_inputs(
     if day is None and simulation is not None:
         day = simulation.cutover
     # Still None: no deployment date is known, and every call counts as before it.
-    config = AnalysisConfig(cutover=day, tz=tz, ttl_seconds=ttl_seconds, provider=provider, source=source)
+    version = VersionCutover.parse(cutover_version) if cutover_version else None
+    config = AnalysisConfig(cutover=None if version else day, cutover_version=version, tz=tz, ttl_seconds=ttl_seconds or None,
+                            provider=provider, source=source, min_sessions=min_sessions, min_calls=min_calls)
     return ReportInputs(db=db, calls=str(calls) if calls else None, config=config, simulation=simulation, out_dir=str(out))
 
 
 def run_report(inputs: ReportInputs) -> tuple[CacheReport, pl.DataFrame]:
     """Load the calls (the warehouse is opened read-only and closed at once), analyse, attach the
     simulation summary when the calls file carries one."""
-    frame = load_calls(db=inputs.db, calls=inputs.calls, source=inputs.config.source)
+    cfg = inputs.config
+    if inputs.calls is None:
+        # The warehouse's calls with their transcripts: the same classification as the cache_calls view.
+        frame: pl.DataFrame | pl.LazyFrame = classify_warehouse(
+            inputs.db, source=cfg.source, hit_share=cfg.hit_share, ttl_seconds=cfg.ttl_seconds, tz=cfg.tz
+        )
+    else:
+        frame = load_calls(calls=inputs.calls, source=cfg.source)
     where = {"calls": inputs.calls} if inputs.calls else {"db": str(inputs.db) if inputs.db else "default warehouse"}
     prices = load_prices(inputs.prices, fallback_provider=inputs.config.provider)
     report, classified = analyze(frame, inputs.config, prices=prices, inputs=where)
@@ -154,50 +167,69 @@ def _num(value: float | None, digits: int = 4) -> str:
     return "—" if value is None else f"{value:+.{digits}f}"
 
 
+def _share_cell(cell: dict[str, Any]) -> str:
+    """A share with the calls and sessions it rests on: a share alone says nothing of its weight."""
+    if not cell or not cell.get("calls"):
+        return "— (0 calls)"
+    return f"{_pct(cell.get('token_share'))} ({cell['calls']:,} calls, {cell.get('sessions', 0):,} sessions)"
+
+
+def _effect_lines(report: CacheReport, lines: list[str]) -> None:
+    e, r = report.effect, report.effect_requests
+    if e.estimate is None:
+        lines.append(f"effect of anchoring: no estimate — {e.reason or 'a cell has no tokens'}")
+    else:
+        lines.append(
+            f"effect of anchoring (DiD, token-weighted): {_num(e.estimate)}"
+            f"  [{_num(e.ci_low)}, {_num(e.ci_high)}] {int(e.confidence * 100)} % bootstrap CI,"
+            f" {e.resampled_sessions:,} sessions resampled {e.bootstrap:,} times"
+        )
+        lines.append(f"same, request-weighted:                    {_num(r.estimate)}  [{_num(r.ci_low)}, {_num(r.ci_high)}]")
+    if report.simulation and report.simulation.get("true_effect") is not None:
+        lines.append(f"true effect (simulator):                   {_num(report.simulation['true_effect'])}")
+
+
 def render_table(report: CacheReport) -> str:
     """The report as aligned text for a terminal."""
     lines: list[str] = []
-    e = report.effect
     cfg = report.inputs
     left = sum(report.left_out.values())
-    no_cutover = cfg.get("cutover") is None
+    cutover = cfg.get("cutover_version") or cfg.get("cutover")
+    zones = report.time_zones or {}
+    ttl = f"TTL {cfg['ttl_seconds']} s (--ttl)" if cfg.get("ttl_seconds") else "TTL in force per call"
     lines.append(
         f"{report.calls:,} calls in {report.sessions:,} sessions"
         + (f" ({left:,} more left out: no time or no session)" if left else "")
-        + f" · cutover {cfg['cutover'] or 'none given'} · tz {cfg['tz']} · TTL {cfg['ttl_seconds']} s"
+        + f" · cutover {cutover or 'none given'} · {ttl}"
+        + f" · time zones: {zones.get('fell_back', 0):,} sessions on the default {cfg['tz']}"
     )
     lines.append("")
-    if no_cutover:
-        _rates_without_cutover(report, lines)
-        return "\n".join(lines)
-    lines.append(
-        f"effect of anchoring (DiD, token-weighted): {_num(e.estimate)}"
-        f"  [{_num(e.ci_low)}, {_num(e.ci_high)}] {int(e.confidence * 100)} % bootstrap CI over {e.sessions} sessions"
-    )
-    r = report.effect_requests
-    lines.append(f"same, request-weighted:                    {_num(r.estimate)}  [{_num(r.ci_low)}, {_num(r.ci_high)}]")
-    if report.simulation and report.simulation.get("true_effect") is not None:
-        lines.append(f"true effect (simulator):                   {_num(report.simulation['true_effect'])}")
-    lines.append("")
-    header = f"{'cached share':<28}{'before':>12}{'after':>12}{'calls b/a':>18}"
-    lines.append(header)
     groups = report.rates["groups"]
-    for name, label in (("crossing", "first call after midnight"), ("other", "other within-TTL calls")):
-        cells = groups.get(name, {})
-        b, a = cells.get("before", {}), cells.get("after", {})
-        counts = f"{b.get('calls', 0):,}/{a.get('calls', 0):,}"
-        lines.append(f"{label:<28}{_pct(b.get('token_share')):>12}{_pct(a.get('token_share')):>12}{counts:>18}")
+    if cutover:
+        _effect_lines(report, lines)
+        lines.append("")
+        lines.append(f"{'cached share (tokens)':<30}{'before':<44}{'after':<44}")
+        for name, label in (("crossing", "first call on a new date"), ("other", "other within-TTL calls")):
+            cells = groups.get(name, {})
+            lines.append(f"{label:<30}{_share_cell(cells.get('before', {})):<44}{_share_cell(cells.get('after', {})):<44}")
+    else:
+        lines.append(f"{'cached share (all calls)':<30}tokens")
+        for name, label in (("crossing", "first call on a new date"), ("other", "other within-TTL calls")):
+            lines.append(f"{label:<30}{_share_cell(groups.get(name, {}).get('before', {}))}")
+    lines.append("")
+    _harness_lines(report, lines)
     lines.append("")
     _cause_lines(report, lines)
+    _spend_lines(report, lines)
     prices = report.cost.get("prices") or {}
     if prices:
         lines.append("")
-        lines.append(f"{'prices (USD / M tokens)':<34}{'input':>9}{'cache read':>12}{'cache write':>13}{'output':>9}  provider")
+        lines.append(f"{'prices (USD / M tokens)':<34}{'input':>9}{'cache read':>12}{'write 5m':>10}{'write 1h':>10}{'output':>9}  provider")
         for model, p in prices.items():
-            write = p.get("cache_write_5m")
+            w5, w1 = p.get("cache_write_5m"), p.get("cache_write_1h")
             lines.append(
-                f"{model[:33]:<34}{p['input']:>9.3f}{p['cache_read']:>12.3f}{'—' if write is None else f'{write:.3f}':>13}"
-                f"{p['output']:>9.3f}  {p.get('provider') or p.get('source')}"
+                f"{model[:33]:<34}{p['input']:>9.3f}{p['cache_read']:>12.3f}{'—' if w5 is None else f'{w5:.3f}':>10}"
+                f"{'—' if w1 is None else f'{w1:.3f}':>10}{p['output']:>9.3f}  {p.get('provider') or p.get('source')}"
             )
     if report.agreement:
         lines.append("")
@@ -208,30 +240,48 @@ def render_table(report: CacheReport) -> str:
     return "\n".join(lines)
 
 
+def _harness_lines(report: CacheReport, lines: list[str]) -> None:
+    """Crossing and other shares per harness and date placement: anchoring as harnesses shipped it."""
+    rows = report.rates.get("by_harness") or []
+    if not rows:
+        return
+    lines.append(f"{'by harness (where the date is)':<58}{'first call on a new date':<40}{'other within-TTL calls':<40}")
+    for row in rows:
+        label = f"{row['harness']} {row['versions'] or ''}: {row['era']}"
+        lines.append(f"{label[:57]:<58}{_share_cell(row['crossing']):<40}{_share_cell(row['other']):<40}")
+
+
 def _cause_lines(report: CacheReport, lines: list[str]) -> None:
-    """The miss causes with their spend, as both forms of the text report show them."""
-    lines.append(f"{'cause':<16}{'calls':>10}{'share':>10}{'spend USD':>14}{'lost USD':>14}")
+    """The causes with their list-price spend and what the misses lost."""
+    lines.append(f"{'cause':<19}{'calls':>8}{'share':>10}{'spend USD':>12}{'lost USD':>11}")
     for cause in CAUSES:
         c = report.causes[cause]
         cost = report.cost["by_cause"][cause]
         lines.append(
-            f"{cause:<16}{c['calls']:>10,}{_pct(c['share_of_calls']):>10}"
-            f"{cost['spend_usd'] or 0:>14,.2f}{cost['lost_usd'] or 0:>14,.2f}"
+            f"{cause:<19}{c['calls']:>8,}{_pct(c['share_of_calls']):>10}"
+            f"{cost['spend_usd'] or 0:>12,.2f}{cost['lost_usd'] or 0:>11,.2f}"
         )
 
 
-def _rates_without_cutover(report: CacheReport, lines: list[str]) -> None:
-    """The table for calls with no cutover date: one column of rates, the causes, the notes."""
-    groups = report.rates["groups"]
-    lines.append(f"{'cached share (all calls)':<28}{'tokens':>12}{'calls':>10}")
-    for name, label in (("crossing", "first call after midnight"), ("other", "other within-TTL calls")):
-        b = groups.get(name, {}).get("before", {})
-        lines.append(f"{label:<28}{_pct(b.get('token_share')):>12}{b.get('calls', 0):>10,}")
+def _spend_lines(report: CacheReport, lines: list[str]) -> None:
+    total = report.cost.get("total") or {}
+    if not total:
+        return
     lines.append("")
-    _cause_lines(report, lines)
-    if report.notes:
-        lines.append("")
-        lines.extend(f"note: {note}" for note in report.notes)
+    lines.append(
+        f"spend at list price: {total.get('spend_usd', 0):,.2f} USD = input {total.get('input_usd', 0):,.2f}"
+        f" + cache reads {total.get('cache_read_usd', 0):,.2f} + cache writes 5m {total.get('cache_write_5m_usd', 0):,.2f}"
+        f" + 1h {total.get('cache_write_1h_usd', 0):,.2f} + output {total.get('output_usd', 0):,.2f};"
+        f" misses lost {total.get('lost_usd', 0):,.2f}"
+    )
+    models = report.cost.get("by_model") or []
+    if models:
+        lines.append(f"{'by model':<34}{'calls':>8}{'spend USD':>12}{'lost USD':>11}{'had misses hit':>16}")
+        for m in models[:10]:
+            lines.append(
+                f"{str(m['key'] or '(no model)')[:33]:<34}{m['calls']:>8,}{m['spend_usd'] or 0:>12,.2f}"
+                f"{m['lost_usd'] or 0:>11,.2f}{m['counterfactual_usd'] or 0:>16,.2f}"
+            )
 
 
 def closing_note(report: CacheReport, bench: dict[str, Any] | None = None) -> str:
@@ -240,9 +290,10 @@ def closing_note(report: CacheReport, bench: dict[str, Any] | None = None) -> st
     parts = [
         "### Closing note",
         "",
-        f"- Estimated effect of date anchoring on the cached-token share of the first call after midnight"
-        f" (difference-in-differences, cutover day left out): **{_num(e.estimate)}**,"
-        f" {int(e.confidence * 100)} % CI [{_num(e.ci_low)}, {_num(e.ci_high)}] (bootstrap over {e.sessions} sessions).",
+        (f"- Estimated effect of date anchoring on the cached-token share of the first call on a new date"
+         f" (difference-in-differences): **{_num(e.estimate)}**,"
+         f" {int(e.confidence * 100)} % CI [{_num(e.ci_low)}, {_num(e.ci_high)}] (bootstrap over {e.resampled_sessions} sessions)."
+         if e.estimate is not None else f"- No effect estimate: {e.reason or 'a cell has no tokens'}."),
     ]
     true_effect = (report.simulation or {}).get("true_effect")
     if true_effect is not None:

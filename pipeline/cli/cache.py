@@ -52,13 +52,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_db(source)  # a group has the same add_argument
     source.add_argument("--calls", metavar="FILE",
                         help="a Parquet, JSONL or CSV file of llm_calls rows instead of the warehouse")
-    p.add_argument("--cutover", type=_date, metavar="DATE",
-                   help="the day anchored dates were deployed; without it every call counts as before it: "
-                   "cache rates, miss causes and costs, no effect estimate")
+    side = p.add_mutually_exclusive_group()
+    side.add_argument("--cutover", type=_date, metavar="DATE",
+                      help="the day anchored dates were deployed (each session's local day; the day itself is left out); "
+                      "without a cutover every call counts as before it: rates, causes, costs, shares per harness version")
+    side.add_argument("--cutover-version", metavar="HARNESS@VERSION",
+                      help="compare by harness version instead: that harness's calls at or above VERSION are after "
+                      "(e.g. claude-code@2.1.0, codex@0.80.0); other harnesses are left out of the effect")
     p.add_argument("--source", metavar="S", help="only calls of this source (default: all)")
-    p.add_argument("--tz", default="UTC", metavar="ZONE", help="time zone for calendar days (default UTC)")
-    p.add_argument("--ttl", type=positive_int, default=300, metavar="SECONDS", help="cache TTL (default 300); above 300 s, calls that do not report how their cache writes split by TTL "
-                   "pay the 1-hour write price (Claude Code calls that do pay each TTL its own price)")
+    p.add_argument("--tz", default=None, metavar="ZONE",
+                   help="time zone of sessions whose transcript records none (default $PIPELINE_TZ, else UTC)")
+    p.add_argument("--ttl", type=positive_int, default=None, metavar="SECONDS",
+                   help="override the TTL in force (default: 1 hour after a call that wrote with a 1-hour TTL, "
+                   "else 5 minutes for Anthropic and 10 for OpenAI); above 300 s, writes that do not report their TTL split "
+                   "are priced at the 1-hour price")
+    p.add_argument("--min-sessions", type=positive_int, default=5, metavar="N",
+                   help="sessions each before/after cell needs for an effect estimate (default 5)")
+    p.add_argument("--min-calls", type=positive_int, default=20, metavar="N",
+                   help="calls each before/after cell needs for an effect estimate (default 20)")
     p.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic",
                    help="provider for calls that neither their source nor their model name place (default anthropic); "
                    "every other call is priced by its own provider")
@@ -104,14 +115,18 @@ def cmd_cache_report(args: argparse.Namespace) -> int:
     from pipeline.cache.analysis import AnalysisConfig
     from pipeline.cache.report import ReportInputs, render_table, run_report
 
+    from pipeline.cache.causes import VersionCutover
+
+    tz = default_tz(args.tz)
+    version = VersionCutover.parse(args.cutover_version) if args.cutover_version else None
     try:
         config = AnalysisConfig(
-            cutover=args.cutover, tz=args.tz, ttl_seconds=args.ttl, provider=args.provider, source=args.source,
-            bootstrap=args.bootstrap, seed=args.seed,
+            cutover=args.cutover, cutover_version=version, tz=tz, ttl_seconds=args.ttl, provider=args.provider,
+            source=args.source, bootstrap=args.bootstrap, seed=args.seed, min_sessions=args.min_sessions,
+            min_calls=args.min_calls,
         )
     except ValidationError as exc:
         raise UsageError(f"bad option: {exc.errors()[0]['msg']}") from None
-    _check_zone(args.tz)
     inputs = ReportInputs(db=args.db, calls=args.calls, config=config, prices=args.prices)
     report, _ = run_report(inputs)
     if args.json:
@@ -121,10 +136,19 @@ def cmd_cache_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_zone(tz: str) -> None:
+def default_tz(tz: str | None) -> str:
+    """--tz, else $PIPELINE_TZ, else UTC: the zone of sessions whose transcript records none."""
+    import os
+
+    zone = tz or os.environ.get("PIPELINE_TZ") or "UTC"
+    _check_zone(zone, "--tz" if tz else "PIPELINE_TZ")
+    return zone
+
+
+def _check_zone(tz: str, where: str = "--tz") -> None:
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
         ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
-        raise UsageError(f"unknown time zone {tz!r}; use an IANA name such as UTC or Asia/Shanghai") from None
+        raise UsageError(f"{where}: unknown time zone {tz!r}; use an IANA name such as UTC or Asia/Shanghai") from None

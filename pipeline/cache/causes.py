@@ -1,0 +1,176 @@
+"""Each call's cache cause, from the warehouse (with its transcripts) or from a bare call log.
+
+The rules are one SQL statement, :mod:`pipeline.warehouse.cache_calls` (the `cache_calls` view is
+the same statement with its defaults). A log that is not in a warehouse (a Parquet, JSONL or CSV
+file, a simulated workload) runs through that statement in an in-memory DuckDB with no
+transcript lines: its calls then have no markers, no conversation other than their session, and
+no harness version, so a miss is told apart by gap, shrink, model, TTL tier, a named
+``current-date`` change or a new local date, and otherwise is a ``prefix_change``.
+
+``period`` splits calls for the before/after comparison: by a cutover date (the local day in each
+session's own time zone; the cutover day itself is left out, since the deploy rewrote every live
+cache that day), or by a harness version (``claude-code@2.1.0``: that harness's calls at or above
+the version are *after*, below it *before*; other harnesses' calls are left out).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+
+import polars as pl
+from pydantic import BaseModel, ConfigDict
+
+from pipeline.errors import UsageError
+from pipeline.warehouse import cache_calls
+
+__all__ = ["CAUSES", "MISS_CAUSES", "VersionCutover", "classify", "classify_warehouse", "parse_version", "with_period"]
+
+CAUSES = cache_calls.CAUSES
+MISS_CAUSES = cache_calls.MISS_CAUSES
+
+_LOG_COLUMNS: dict[str, pl.DataType] = {
+    "call_id": pl.String(), "source": pl.String(), "session_id": pl.String(), "at": pl.Datetime("us", "UTC"),
+    "model": pl.String(), "prompt_tokens": pl.Int64(), "cached_tokens": pl.Int64(), "cache_write_tokens": pl.Int64(),
+    "cache_write_1h_tokens": pl.Int64(), "completion_tokens": pl.Int64(), "line_no": pl.Int64(),
+    "changed_sections": pl.List(pl.String()), "true_cause": pl.String(),
+}
+
+
+class VersionCutover(BaseModel):
+    """``HARNESS@VERSION``: that harness's calls at or above the version are after the cutover."""
+
+    model_config = ConfigDict(frozen=True)
+
+    harness: str
+    version: str
+
+    @classmethod
+    def parse(cls, text: str) -> VersionCutover:
+        harness, sep, version = text.partition("@")
+        if not sep or not harness or parse_version(version) is None:
+            raise UsageError(
+                f"--cutover-version {text!r} is not HARNESS@VERSION; write it as claude-code@2.1.0 or codex@0.80.0"
+            )
+        return cls(harness=harness, version=version)
+
+    def __str__(self) -> str:
+        return f"{self.harness}@{self.version}"
+
+
+def parse_version(text: str | None) -> tuple[tuple[int, ...], int, str] | None:
+    """A comparable key for ``2.1.88`` or ``0.116.0-alpha.10``: numbers first, then a release sorts
+    after its own pre-releases (``0.116.0-alpha.10`` < ``0.116.0``)."""
+    if not text:
+        return None
+    match = re.match(r"^\s*v?(\d+(?:\.\d+)*)(.*)$", text)
+    if match is None:
+        return None
+    numbers = tuple(int(x) for x in match.group(1).split("."))
+    numbers = numbers + (0,) * (3 - len(numbers)) if len(numbers) < 3 else numbers
+    rest = match.group(2).strip()
+    return numbers, (0 if rest else 1), rest
+
+
+def _as_log(frame: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
+    """Any llm_calls-shaped frame with the columns the statement reads, in its types."""
+    lf = frame.lazy()
+    names = lf.collect_schema().names()
+    exprs = [
+        (pl.col(name).cast(dtype) if name in names else pl.lit(None, dtype=dtype)).alias(name)
+        for name, dtype in _LOG_COLUMNS.items()
+    ]
+    out = lf.select(exprs).collect()
+    if out["call_id"].null_count():
+        # A log without ids still needs one per row for the window's tie-break.
+        out = out.with_columns(pl.coalesce("call_id", pl.format("row:{}", pl.int_range(pl.len()))).alias("call_id"))
+    return out
+
+
+def classify(
+    calls: pl.LazyFrame | pl.DataFrame,
+    *,
+    hit_share: float = cache_calls.HIT_SHARE,
+    ttl_seconds: int | None = None,
+    tz: str = cache_calls.DEFAULT_TZ,
+) -> pl.DataFrame:
+    """Classify a call log that has no transcripts beside it (a file, a simulated workload)."""
+    import duckdb
+
+    log = _as_log(calls)
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        con.register("_log", log.to_arrow())
+        con.execute("CREATE TABLE llm_calls AS SELECT * FROM _log")
+        con.execute(
+            "CREATE TABLE sessions (session_id VARCHAR, format VARCHAR, path VARCHAR, first_at TIMESTAMPTZ, "
+            "parent_session_id VARCHAR)"
+        )
+        con.execute("CREATE TABLE lines (session_id VARCHAR, line_no BIGINT, text VARCHAR)")
+        return _run(con, hit_share=hit_share, ttl_seconds=ttl_seconds, tz=tz)
+    finally:
+        con.close()
+
+
+def classify_warehouse(
+    db: str | Path | None,
+    *,
+    source: str | None = None,
+    hit_share: float = cache_calls.HIT_SHARE,
+    ttl_seconds: int | None = None,
+    tz: str = cache_calls.DEFAULT_TZ,
+) -> pl.DataFrame:
+    """Classify the warehouse's calls with their transcripts (opened read-only, closed on return)."""
+    from pipeline.warehouse import db as warehouse
+
+    with warehouse.reading(db) as con:
+        frame = _run(con, hit_share=hit_share, ttl_seconds=ttl_seconds, tz=tz)
+    if source is not None:
+        frame = frame.filter(pl.col("source") == source)
+    return frame
+
+
+def _run(con: object, *, hit_share: float, ttl_seconds: int | None, tz: str) -> pl.DataFrame:
+    from pipeline.warehouse.db import frame
+
+    params = cache_calls.parameters(hit_share=hit_share, ttl=ttl_seconds, tz=tz)
+    out = frame(con, cache_calls.classify_sql(), params)  # type: ignore[arg-type]
+    return out.with_columns(
+        pl.col("cause").cast(pl.Enum(CAUSES)),
+        pl.col("cause").is_in(MISS_CAUSES).alias("miss"),
+        pl.col("model").cast(pl.Categorical),
+        pl.col("source").cast(pl.Categorical),
+        pl.col("true_cause").cast(pl.Categorical),
+    ).sort(["session_id", "at", "call_id"])
+
+
+def with_period(
+    classified: pl.DataFrame, *, cutover: dt.date | None = None, cutover_version: VersionCutover | None = None
+) -> pl.DataFrame:
+    """Add ``period`` (before | cutover | after, null when the call has no side)."""
+    periods = pl.Enum(("before", "cutover", "after"))
+    if cutover is not None and cutover_version is not None:
+        raise UsageError("give --cutover or --cutover-version, not both")
+    if cutover is not None:
+        expr = (
+            pl.when(pl.col("local_date") < cutover).then(pl.lit("before"))
+            .when(pl.col("local_date") > cutover).then(pl.lit("after"))
+            .otherwise(pl.lit("cutover"))
+        )
+    elif cutover_version is not None:
+        threshold = parse_version(cutover_version.version)
+        versions = classified.select(pl.col("harness_version").drop_nulls().unique()).to_series().to_list()
+        after = [v for v in versions if (key := parse_version(v)) is not None and threshold is not None and key >= threshold]
+        before = [v for v in versions if v not in after and parse_version(v) is not None]
+        same = pl.col("harness") == cutover_version.harness
+        expr = (
+            pl.when(same & pl.col("harness_version").is_in(after)).then(pl.lit("after"))
+            .when(same & pl.col("harness_version").is_in(before)).then(pl.lit("before"))
+            .otherwise(pl.lit(None, dtype=pl.String))
+        )
+    else:
+        # No cutover: every call is on the before side (rates and causes, no effect).
+        expr = pl.lit("before")
+    return classified.with_columns(expr.cast(periods).alias("period"))
