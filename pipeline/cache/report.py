@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def notebook_inputs(
     calls: str | None = None,
     source: str | None = None,
     cutover: str | dt.date | None = None,
-    tz: str = "UTC",
+    tz: str | None = None,
     ttl_seconds: int | None = None,
     provider: str = "anthropic",
     out_dir: str | Path = "data/cache_report",
@@ -78,7 +79,9 @@ def notebook_inputs(
     min_calls: int = 20,
 ) -> ReportInputs:
     """Resolve the notebook's parameters. With neither ``db`` nor ``calls``, simulate a small
-    workload into ``out_dir`` (in the notebook's ``tz`` and ``provider``) and analyse that."""
+    workload into ``out_dir`` (in the notebook's ``tz`` and ``provider``) and analyse that. ``tz``
+    None: ``$PIPELINE_TZ``, else UTC (the zone of sessions whose transcript records none)."""
+    tz = tz or os.environ.get("PIPELINE_TZ") or "UTC"
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     simulation: SimulationSummary | None = None

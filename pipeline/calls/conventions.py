@@ -72,7 +72,7 @@ _PARSERS: Final[dict[str, Callable[[Any], Any]]] = {
     "run_id": values.text, "batch_id": values.text, "system_fp": values.text, "tools_fp": values.text,
     "prefix_fp": values.text,
     "prompt_tokens": values.count, "cached_tokens": values.count, "cache_write_tokens": values.count,
-    "completion_tokens": values.count,
+    "completion_tokens": values.count, "cache_write_1h_tokens": values.count,
 }
 _RESPONSE_DEPTH = 3  # wrapper → response → body (OpenAI Batch output), result → message (Anthropic batches)
 
@@ -204,6 +204,13 @@ def _anthropic(row: Row, usage: Where) -> None:
     row.out["prompt_tokens"] = None if fresh is None else fresh + (write or 0) + (read or 0)
     row.out["cached_tokens"] = read
     row.out["cache_write_tokens"] = write
+    # Writes split by TTL (usage.cache_creation), as transcripts carry them: the 1-hour part, never
+    # more than the total; unknown (None) when the response does not say.
+    one_hour = row.get("cache_write_1h_tokens", u, ("cache_creation.ephemeral_1h_input_tokens", "cache_write_1h_tokens"))
+    five = lookup(usage.obj, "cache_creation.ephemeral_5m_input_tokens")
+    if one_hour is None and five is not MISSING and write is not None:
+        one_hour = 0
+    row.out["cache_write_1h_tokens"] = None if one_hour is None or write is None else min(one_hour, write)
     row.out["completion_tokens"] = row.get("completion_tokens", u, ("output_tokens",), required=True)
 
 

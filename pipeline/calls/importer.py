@@ -38,7 +38,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "completion_tokens": pl.Int64(), "latency_ms": pl.Float64(),
     "run_id": pl.String(), "batch_id": pl.String(), "system_fp": pl.String(), "tools_fp": pl.String(),
     "prefix_fp": pl.String(), "changed_sections": pl.List(pl.String()),
-    "line_no": pl.Int64(), "origin": pl.String(),
+    "line_no": pl.Int64(), "origin": pl.String(), "cache_write_1h_tokens": pl.Int64(),
 }
 _COLUMNS_SQL = ", ".join(f'"{c}"' for c in SCHEMA)  # constant names, quoted: "at" is reserved
 _STAGING = "_imported_calls"

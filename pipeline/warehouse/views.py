@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import duckdb
 
-from pipeline.warehouse import prompt_rules
+from pipeline.warehouse import cache_calls, prompt_rules
 
 # Codex results that record no exit status but are failures: a patch that did not apply, a command
 # the sandbox refused (the status, when the message gives one, is still read into exit_code).
@@ -168,5 +168,5 @@ TRANSCRIPT_VIEWS = (MESSAGES, TOOL_CALLS, TOOL_RESULTS)
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
-    for ddl in (*TRANSCRIPT_VIEWS, USAGE):
+    for ddl in (*TRANSCRIPT_VIEWS, USAGE, cache_calls.view_sql()):
         con.execute(ddl)
