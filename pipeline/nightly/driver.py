@@ -79,6 +79,7 @@ class NightlyOptions(BaseModel):
     runner: str = executors.DEFAULT_RUNNER  # what runs one batch (a dotted path; benchmarks swap it)
     wait: float = Field(default=WRITE_WAIT_SECONDS, ge=0)  # seconds to wait for the write lock
     cutover: str | None = None  # the day date anchoring was deployed, for the cache report
+    tz: str | None = None  # the cache report's zone for sessions that record none (else $PIPELINE_TZ, UTC)
 
 
 @dataclass
@@ -517,7 +518,8 @@ def _report(run_id: str, run_dir: Path, db: Path, opts: NightlyOptions, say: Say
     if CACHE_NOTEBOOK.exists():
         cache_dir = run_dir / "cache"
         cache_dir.mkdir(parents=True, exist_ok=True)
-        proc = run_papermill(cache_command(cache_dir, db, cutover), cwd=REPO)
+        tz = opts.tz or os.environ.get("PIPELINE_TZ") or None
+        proc = run_papermill(cache_command(cache_dir, db, cutover, tz), cwd=REPO)
         if proc.returncode != 0:
             note = f"the cache-anchoring notebook failed: {_tail(proc.stderr)}"
             say(note)
@@ -537,11 +539,12 @@ def _report(run_id: str, run_dir: Path, db: Path, opts: NightlyOptions, say: Say
     return html, note
 
 
-def cache_command(cache_dir: Path, db: Path, cutover: str | None) -> list[str]:
+def cache_command(cache_dir: Path, db: Path, cutover: str | None, tz: str | None = None) -> list[str]:
     """The cache-anchoring notebook over the warehouse, writing its plots and metrics to `cache_dir`; with no
-    cutover (None) every call counts as before it, and nothing marks a deployment day."""
+    cutover (None) every call counts as before it, and nothing marks a deployment day; `tz` is the zone of
+    sessions whose transcript records none (None: the notebook's default)."""
     return papermill_command(CACHE_NOTEBOOK, cache_dir / "cache_anchoring.ipynb",
-                             {"db": str(db.absolute()), "out_dir": str(cache_dir.absolute()), "cutover": cutover},
+                             {"db": str(db.absolute()), "out_dir": str(cache_dir.absolute()), "cutover": cutover, "tz": tz},
                              cwd=REPO)
 
 

@@ -569,3 +569,87 @@ def _secrets(real: RealSet) -> CheckResult:
 
     summary = summarise_lines(read)
     return CheckResult("secrets", None, summary.line().removeprefix("secrets: "), summary.to_json())
+
+
+# --------------------------------------------------------------------------- cache causes
+
+
+def _markers_from_files(real: RealSet) -> tuple[list[tuple[str, int]], list[tuple[str, int, str]]]:
+    """Compaction records and date notices read from the files themselves (not from SQL): a
+    Claude Code `compact_boundary` or compact summary, a Codex `compacted`; a Claude Code
+    `date_change` attachment, a Codex environment context whose `<current_date>` differs from the
+    session's previous one."""
+    compactions: list[tuple[str, int]] = []
+    notices: list[tuple[str, int, str]] = []
+    for sid in real.sessions():
+        told: str | None = None
+        for n, rec in enumerate(real.records(sid), 1):
+            if rec is None:
+                continue
+            if rec.get("subtype") == "compact_boundary" or rec.get("isCompactSummary") is True or rec.get("type") == "compacted":
+                compactions.append((sid, n))
+            attachment = rec.get("attachment")
+            if isinstance(attachment, dict) and attachment.get("type") == "date_change":
+                notices.append((sid, n, str(attachment.get("newDate"))))
+            payload = rec.get("payload")
+            if real.formats[sid] == formats.CODEX and isinstance(payload, dict) and payload.get("role") == "user":
+                text = json.dumps(payload.get("content"), ensure_ascii=False)
+                start = text.find("<current_date>")
+                if start >= 0:
+                    day = text[start + len("<current_date>"):start + len("<current_date>") + 10]
+                    if told is not None and day != told:
+                        notices.append((sid, n, day))
+                    told = day
+    return compactions, notices
+
+
+def _calls_around(real: RealSet, sid: str, line: int) -> list[tuple[Any, ...]]:
+    """The calls whose interval from their previous call of the same conversation holds `line`."""
+    return real.con.execute(
+        "SELECT line_no, cause, crossing, gap_s, ttl_s, conversation FROM cache_calls "
+        "WHERE session_id = ? AND prev_line < ? AND line_no > ? ORDER BY line_no",
+        [sid, line, line],
+    ).fetchall()
+
+
+@invariant("cache causes")
+def _cache_causes(real: RealSet) -> CheckResult:
+    """A call that read at least the hit share of its previous prompt is never a miss; each
+    compaction record between two calls yields `compaction` or `hit` (or `ttl_expiry`, when the
+    gap alone already exceeded the TTL in force, which outranks it); each date notice between two
+    calls makes the call after it a crossing."""
+    from pipeline.warehouse import cache_calls
+
+    misses = list(cache_calls.MISS_CAUSES)
+    bad_hits = real.con.execute(
+        "SELECT session_id, line_no, cause, cached_tokens, prev_prompt FROM cache_calls "
+        "WHERE prev_prompt IS NOT NULL AND coalesce(cached_tokens, 0) >= ? * prev_prompt AND list_contains(?, cause) "
+        "ORDER BY session_id, line_no",
+        [cache_calls.HIT_SHARE, misses],
+    ).fetchall()
+    failures = [f"{sid} line {n}: read {c:,} of a previous prompt of {p:,} but is {cause}" for sid, n, cause, c, p in bad_hits]
+    compactions, notices = _markers_from_files(real)
+    compaction_causes: dict[str, int] = {}
+    for sid, line in compactions:
+        for n, cause, _crossing, gap, ttl, _conv in _calls_around(real, sid, line):
+            compaction_causes[cause] = compaction_causes.get(cause, 0) + 1
+            allowed = cause in ("compaction", "hit", "no_cache_reported") or (cause == "ttl_expiry" and gap > ttl)
+            if not allowed:
+                failures.append(f"{sid}: compaction record at line {line}, but the call at line {n} is {cause}")
+    crossings = 0
+    for sid, line, day in notices:
+        around = _calls_around(real, sid, line)
+        crossings += sum(1 for r in around if r[2])
+        if around and not any(r[2] for r in around):
+            failures.append(f"{sid}: date notice ({day}) at line {line}, but the next call (line {around[0][0]}) is no crossing")
+    counts = dict(real.con.execute("SELECT cause, count(*) FROM cache_calls GROUP BY cause").fetchall())
+    summary = (
+        f"{sum(counts.values()):,} calls classified; {len(bad_hits)} read ≥ {cache_calls.HIT_SHARE:.0%} of their previous "
+        f"prompt and got a miss cause; {len(compactions)} compaction records (calls after them: "
+        + (", ".join(f"{k} {v}" for k, v in sorted(compaction_causes.items())) or "none")
+        + f"); {len(notices)} date notices, {crossings} crossings after them"
+    )
+    return CheckResult("cache causes", not failures, summary,
+                       {"causes": counts, "hitsWithMissCause": len(bad_hits), "compactions": len(compactions),
+                        "compactionCauses": compaction_causes, "dateNotices": len(notices), "crossings": crossings},
+                       failures[:EXAMPLES])
