@@ -113,9 +113,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_cache_report(args: argparse.Namespace) -> int:
     from pipeline.cache.analysis import AnalysisConfig
-    from pipeline.cache.report import ReportInputs, render_table, run_report
-
     from pipeline.cache.causes import VersionCutover
+    from pipeline.cache.report import ReportInputs, render_table, run_report
 
     tz = default_tz(args.tz)
     version = VersionCutover.parse(args.cutover_version) if args.cutover_version else None
