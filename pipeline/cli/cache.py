@@ -81,6 +81,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.set_defaults(func=cmd_cache_report)
 
+    p = sub.add_parser(
+        "cache-eval",
+        help="score the cache causes against labels given from reading the raw lines (make eval runs it)",
+        description="Each --gold file (JSONL of {sessionId, line, cause}) is scored on its own against the "
+        "warehouse's cache_calls: agreement overall and per cause, the confusion table and every disagreement.",
+    )
+    add_db(p)
+    p.add_argument("--gold", action="append", required=True, metavar="FILE", help="a gold file; repeat for several")
+    p.add_argument("--tz", default=None, metavar="ZONE", help="zone of sessions that record none (default $PIPELINE_TZ, else UTC)")
+    add_json(p)
+    p.set_defaults(func=cmd_cache_eval)
+
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from pipeline.cache.workload import WorkloadConfig, simulate, write_calls
@@ -132,6 +144,19 @@ def cmd_cache_report(args: argparse.Namespace) -> int:
         print_json(report.model_dump(mode="json"))
     else:
         sys.stdout.write(render_table(report) + "\n")
+    return 0
+
+
+def cmd_cache_eval(args: argparse.Namespace) -> int:
+    from pipeline.cache.cause_eval import score, score_text
+    from pipeline.cache.causes import classify_warehouse
+
+    classified = classify_warehouse(args.db, tz=default_tz(args.tz))
+    results = [score(path, classified) for path in args.gold]
+    if args.json:
+        print_json({"gold": [r.model_dump(mode="json") for r in results]})
+    else:
+        sys.stdout.write("\n\n".join(score_text(r) for r in results) + "\n")
     return 0
 
 
