@@ -25,9 +25,13 @@ that wrote with a 1-hour TTL, else the provider's default; a long gap outranks t
 `ttl_tier_switch` (the previous call wrote with one TTL, this one rewrote with the other),
 `date_change` (a date notice, or a new local date for a harness that puts the date in its system
 prompt: Claude Code before 2.1, and any log whose harness is unknown), `harness_update`,
-then for a transcript `prefix_change` (a new Codex turn that read up to the previous turn's first
-request) or `provider_miss` (less was read than the part that stayed the same, with nothing in the
-records to explain it), and for a log without a transcript `prefix_change`.
+then for a transcript `prefix_change` (a new user turn that read up to the previous turn's first
+request, or a request that shrank mid-turn with no marker: its content changed) or `provider_miss`
+(less was read than the part that stayed the same, with nothing in the records to explain it), and
+for a log without a transcript `prefix_change`. One exception to "a long gap outranks the rest":
+OpenAI evicts after 5 to 10 minutes idle, and inside that window a new turn that still read up to
+the previous turn's first request shows the entry outlived the gap (`prefix_change`); past 10
+minutes the gap decides.
 
 Time zones, per session: a Codex `<timezone>`; else the offset a Claude Code date notice implies
 (its new date's midnight is the last whole hour before it); else a Codex rollout's file name, which
@@ -52,9 +56,11 @@ HIT_SHARE = 0.8
 # Anthropic's default prompt-cache TTL, and the one-hour tier.
 SHORT_TTL_SECONDS = 300
 LONG_TTL_SECONDS = 3600
-# OpenAI keeps a prefix for 5 to 10 minutes of inactivity (up to an hour off-peak): a miss after
-# less than 10 minutes is not taken as an expiry.
-OPENAI_TTL_SECONDS = 600
+# OpenAI keeps a prefix for 5 to 10 minutes of inactivity (up to an hour off-peak): past its
+# documented minimum, an eviction is within its rules, so a miss after more than 5 minutes idle is
+# an expiry (a hit after an hour still counts as a hit: the read decides first).
+OPENAI_TTL_SECONDS = 300
+OPENAI_MAX_TTL_SECONDS = 600
 DEFAULT_TZ = "UTC"
 # The section name a simulated or instrumented call gives to the system prompt's date.
 DATE_SECTION = "current-date"
@@ -225,6 +231,12 @@ facts AS (
                WHEN p.source = 'codex' THEN {openai_ttl}
                ELSE {short_ttl}
            END AS ttl_s,
+           CASE
+               WHEN {ttl} IS NOT NULL THEN {ttl}
+               WHEN coalesce(p.prev_write_1h, 0) > 0 THEN {long_ttl}
+               WHEN p.source = 'codex' THEN {openai_max_ttl}
+               ELSE {short_ttl}
+           END AS ttl_max_s,
            p.seen_date IS NOT NULL AND p.prev_seen_date IS NOT NULL AND p.seen_date <> p.prev_seen_date AS told_new_date,
            p.local_date <> p.prev_local_date AS local_date_moved,
            (p.harness IS NULL OR (p.harness = 'claude-code' AND p.harness_version IS NOT NULL
@@ -240,7 +252,10 @@ classified AS (
                WHEN prev_call_id IS NULL THEN 'cold_start'
                WHEN read >= {hit_share} * coalesce(prev_prompt, 0) THEN 'hit'
                WHEN NOT cache_reported THEN 'no_cache_reported'
-               WHEN gap_s > ttl_s THEN 'ttl_expiry'
+               -- Inside a provider's uncertain window, a read up to the previous turn's first
+               -- request shows the entry outlived the gap; past the window the gap decides.
+               WHEN gap_s > ttl_s AND (gap_s > ttl_max_s
+                    OR NOT (transcript AND new_turn AND read >= {hit_share} * prev_turn_first_prompt)) THEN 'ttl_expiry'
                WHEN compaction_line IS NOT NULL OR prompt_tokens < 0.5 * prev_prompt THEN 'compaction'
                WHEN model IS NOT NULL AND prev_model IS NOT NULL AND model <> prev_model THEN 'model_switch'
                WHEN coalesce(cache_write_tokens, 0) > 0 AND coalesce(prev_write, 0) > 0
@@ -249,6 +264,8 @@ classified AS (
                WHEN notice_line IS NOT NULL OR told_new_date OR date_named OR (date_in_system AND local_date_moved) THEN 'date_change'
                WHEN harness_version IS NOT NULL AND prev_version IS NOT NULL AND harness_version <> prev_version THEN 'harness_update'
                WHEN transcript AND new_turn AND read >= {hit_share} * prev_turn_first_prompt THEN 'prefix_change'
+               -- The request shrank without a marker: its content changed, the provider did not forget.
+               WHEN transcript AND NOT new_turn AND prompt_tokens < prev_prompt THEN 'prefix_change'
                WHEN transcript THEN 'provider_miss'
                ELSE 'prefix_change'
            END AS cause
@@ -276,6 +293,7 @@ FROM classified
 
 _DEFAULTS = {
     "short_ttl": str(SHORT_TTL_SECONDS),
+    "openai_max_ttl": str(OPENAI_MAX_TTL_SECONDS),
     "long_ttl": str(LONG_TTL_SECONDS),
     "date_in_system": _DATE_IN_SYSTEM,
     "date_section": DATE_SECTION,
