@@ -95,7 +95,7 @@ __all__ = [
 
 DEFAULT_START = dt.date(2026, 9, 1)
 DATE_SECTION = "current-date"
-TRUE_CAUSES: tuple[str, ...] = ("hit", "cold_start", "ttl_expiry", "date_change", "prefix_change")
+TRUE_CAUSES: tuple[str, ...] = ("hit", "cold_start", "ttl_expiry", "date_change", "prefix_change", "compaction")
 PARQUET_SUMMARY_KEY = "trace_pipeline.simulation"
 
 # The llm_calls table's columns and types (migration 002), as polars types.
@@ -727,11 +727,13 @@ class _State:
     request: ChatRequest | None = None
     mode: str | None = None
     at: float = 0.0
+    # The previous call compacted the history: the next request starts from its summary.
+    compacted: bool = False
 
     def copy(self) -> _State:
         # Messages and prompts are never mutated once built, so sharing them is safe.
         return _State(list(self.history), self.previous_user_ymd, self.hasher.copy(), self.prompt,
-                      self.request, self.mode, self.at)
+                      self.request, self.mode, self.at, self.compacted)
 
 
 def _events(scripts: Sequence[_Script]) -> Iterator[tuple[float, int, int]]:
@@ -789,6 +791,7 @@ class _Replayer:
         if system_fp is None:
             system_fp = self.system_fps[system_text] = _fp(system_text.encode("utf-8"))
         state.prompt, state.request, state.mode, state.at = prompt, request, mode, at
+        state.compacted = call.reset_to is not None
         if call.reset_to is not None:
             state.history = list(call.reset_to)
             state.previous_user_ymd = call.previous_user_ymd_after_reset
@@ -837,9 +840,11 @@ def _true_cause(state: _State, prompt: Prompt, hit_block: int, at: float, mode: 
     divergence = first_divergence(previous, prompt)
     if divergence > reusable:
         return "hit" if hit_block >= reusable else "prefix_change"
+    if state.compacted:
+        return "compaction"
     if prompt.labels[divergence] == DATE_SECTION and state.mode == mode:
         return "date_change"
-    return "prefix_change"  # compaction, a memory update, or the cutover's new date wording
+    return "prefix_change"  # a memory update, or the cutover's new date wording
 
 
 # --------------------------------------------------------------------------- public API
