@@ -54,6 +54,8 @@ bench: $(STAMP)
 # removed; the artifact folders stay in a temporary folder the output names.
 REAL ?= ../shared/real-transcripts
 GOLD ?= bench/eval/real-dev.gold.jsonl
+# The cache causes of the same transcripts, labelled from the raw lines (pipeline cache-eval).
+CAUSE_GOLD ?= bench/eval/cache-causes.gold.jsonl bench/eval/cache-causes-2.gold.jsonl
 
 eval: $(STAMP)
 	@if [ ! -d "$(REAL)" ]; then \
@@ -61,7 +63,8 @@ eval: $(STAMP)
 	  exit 2; fi
 	@scratch=$$(mktemp -d); trap 'rm -rf "$$scratch"' EXIT; \
 	  $(BIN)/pipeline ingest "$(REAL)" --db "$$scratch/eval.duckdb" >&2 && \
-	  $(BIN)/pipeline eval --gold "$(GOLD)" --db "$$scratch/eval.duckdb" --engine rules
+	  $(BIN)/pipeline eval --gold "$(GOLD)" --db "$$scratch/eval.duckdb" --engine rules && \
+	  $(BIN)/pipeline cache-eval --db "$$scratch/eval.duckdb" $(foreach g,$(CAUSE_GOLD),--gold "$(g)")
 
 clean-data:
 	rm -rf data/warehouse.duckdb data/warehouse.duckdb.* data/corpus data/runs
