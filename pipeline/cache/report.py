@@ -174,7 +174,9 @@ def _share_cell(cell: dict[str, Any]) -> str:
     """A share with the calls and sessions it rests on: a share alone says nothing of its weight."""
     if not cell or not cell.get("calls"):
         return "— (0 calls)"
-    return f"{_pct(cell.get('token_share'))} ({cell['calls']:,} calls, {cell.get('sessions', 0):,} sessions)"
+    calls, sessions = cell["calls"], cell.get("sessions", 0)
+    return (f"{_pct(cell.get('token_share'))} ({calls:,} call{'' if calls == 1 else 's'}, "
+            f"{sessions:,} session{'' if sessions == 1 else 's'})")
 
 
 def _effect_lines(report: CacheReport, lines: list[str]) -> None:
@@ -248,10 +250,10 @@ def _harness_lines(report: CacheReport, lines: list[str]) -> None:
     rows = report.rates.get("by_harness") or []
     if not rows:
         return
-    lines.append(f"{'by harness (where the date is)':<58}{'first call on a new date':<40}{'other within-TTL calls':<40}")
+    lines.append("cached share by harness (tokens; within-TTL calls):")
     for row in rows:
-        label = f"{row['harness']} {row['versions'] or ''}: {row['era']}"
-        lines.append(f"{label[:57]:<58}{_share_cell(row['crossing']):<40}{_share_cell(row['other']):<40}")
+        lines.append(f"  {row['harness']} {row['versions'] or ''} · {row['era']}")
+        lines.append(f"      first call on a new date {_share_cell(row['crossing'])} · other {_share_cell(row['other'])}")
 
 
 def _cause_lines(report: CacheReport, lines: list[str]) -> None:
