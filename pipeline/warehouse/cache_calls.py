@@ -35,7 +35,8 @@ minutes the gap decides.
 
 Time zones, per session: a Codex `<timezone>`; else the offset a Claude Code date notice implies
 (its new date's midnight is the last whole hour before it); else a Codex rollout's file name, which
-is local time while its records are UTC; else the default (`--tz`). `seen_date` is the date the
+is local time while its records are UTC; else a local time a program printed in the session
+("17:32:24 GMT-0600 (Central Standard Time)", as JavaScript dates print); else the default (`--tz`). `seen_date` is the date the
 model was last told, where the transcript records it.
 
 Placeholders `{hit_share}`, `{ttl}`, `{tz}`, `{openai_ttl}` are filled either with bound
@@ -86,6 +87,7 @@ cand AS MATERIALIZED (
     WHERE s.format IN ('claude-code', 'codex')
       AND (contains(l.text, 'compact_boundary') OR contains(l.text, 'isCompactSummary') OR contains(l.text, '"compacted"')
            OR contains(l.text, '"date_change"') OR contains(l.text, '<current_date>') OR contains(l.text, '<timezone>')
+           OR contains(l.text, ' GMT-') OR contains(l.text, ' GMT+')
            OR contains(l.text, '"session_meta"') OR contains(l.text, '"user_message"') OR contains(l.text, '_review_mode"')
            OR (s.format = 'claude-code' AND contains(l.text, '"type":"user"') AND NOT contains(l.text, '"tool_result"')))
       AND json_valid(l.text)
@@ -110,11 +112,16 @@ marks AS MATERIALIZED (
                ELSE TRY_CAST(NULLIF(regexp_extract(text, '<current_date>([0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}})</current_date>', 1), '') AS DATE)
            END AS told_date,
            NULLIF(regexp_extract(text, '<timezone>([A-Za-z0-9_+/-]+)</timezone>', 1), '') AS tz_name,
+           -- A local time a program printed on the user's machine ("17:32:24 GMT-0600 (Central …)").
+           NULLIF(regexp_extract(text, '[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}} GMT([+-][0-9]{{4}}) \\(', 1), '') AS printed_offset,
            json_extract_string(text, '$.payload.cli_version') AS cli_version,
            TRY_CAST(json_extract_string(text, '$.payload.timestamp') AS TIMESTAMPTZ) AS created
     FROM cand
 ),
 markers AS (SELECT * FROM marks WHERE kind IS NOT NULL),
+tz_printed AS (
+    SELECT session_id, arg_min(printed_offset, line_no) AS off FROM marks WHERE printed_offset IS NOT NULL GROUP BY session_id
+),
 told AS (
     SELECT session_id, line_no, told_date FROM markers WHERE kind IN ('date_notice', 'env_date') AND told_date IS NOT NULL
 ),
@@ -157,11 +164,13 @@ session_tz AS (
                    ELSE printf('GMT%s%02d:00', CASE WHEN d.hours < 0 THEN '-' ELSE '+' END, abs(d.hours)) END
                WHEN f.minutes IS NOT NULL THEN CASE WHEN f.minutes = 0 THEN 'UTC'
                    ELSE printf('GMT%s%02d:%02d', CASE WHEN f.minutes < 0 THEN '-' ELSE '+' END, abs(f.minutes) // 60, abs(f.minutes) % 60) END
+               WHEN o.off IS NOT NULL THEN CASE WHEN o.off IN ('+0000', '-0000') THEN 'UTC'
+                   ELSE 'GMT' || substr(o.off, 1, 3) || ':' || substr(o.off, 4, 2) END
            END AS tz,
            CASE WHEN n.tz IS NOT NULL THEN 'environment' WHEN d.hours IS NOT NULL THEN 'date_notice'
-                WHEN f.minutes IS NOT NULL THEN 'file_name' END AS tz_source
+                WHEN f.minutes IS NOT NULL THEN 'file_name' WHEN o.off IS NOT NULL THEN 'printed_time' END AS tz_source
     FROM sessions s LEFT JOIN tz_named n USING (session_id) LEFT JOIN tz_notice d USING (session_id)
-    LEFT JOIN tz_file f USING (session_id)
+    LEFT JOIN tz_file f USING (session_id) LEFT JOIN tz_printed o USING (session_id)
 ),
 cc_line AS (
     SELECT b.call_id, json_extract_string(l.text, '$.version') AS version,
