@@ -96,12 +96,13 @@ def test_miss_threshold_is_a_share_of_the_previous_prompt() -> None:
         {"s": "a", "t": 10, "p": 10_500, "c": at_threshold},  # exactly the threshold: a hit
         {"s": "b", "t": 0, "p": 10_000, "c": 0},
         {"s": "b", "t": 10, "p": 10_500, "c": at_threshold - 1},  # just below: a miss
-        # A short prompt after a long one (compaction): reading the system prompt back is still a miss.
+        # A short prompt after a long one: reading the system prompt back is still a miss, and a
+        # prompt below half the previous one is a compaction.
         {"s": "c", "t": 0, "p": 60_000, "c": 55_000},
         {"s": "c", "t": 10, "p": 9_000, "c": 7_000},
     ]
     out = classify(_calls(rows)).collect().sort(["session_id", "at"])
-    assert out["cause"].cast(pl.String).to_list() == ["cold_start", "hit", "cold_start", "prefix_change", "cold_start", "prefix_change"]
+    assert out["cause"].cast(pl.String).to_list() == ["cold_start", "hit", "cold_start", "prefix_change", "cold_start", "compaction"]
 
 
 def test_unknown_cached_tokens_count_as_nothing_read() -> None:
@@ -132,15 +133,21 @@ def test_property_classification_invariants(raw: list[tuple[str, int, int, float
     )
     for r in out.iter_rows(named=True):
         assert r["cause"] in CAUSES
+        # The causes in their order of precedence, as a log without transcripts can show them.
         if r["gap_s"] is None:
             assert r["cause"] == "cold_start"
-        elif r["gap_s"] > ttl:
-            assert r["cause"] == "ttl_expiry" and not r["crossing"]
         elif r["cached_tokens"] >= HIT_SHARE * r["prev_prompt"]:
-            assert r["cause"] == "hit"
+            assert r["cause"] == "hit"  # whatever the gap
+        elif not r["cache_reported"]:
+            assert r["cause"] == "no_cache_reported"
+        elif r["gap_s"] > ttl:
+            assert r["cause"] == "ttl_expiry" and not r["continuation"]
+        elif r["prompt_tokens"] < 0.5 * r["prev_prompt"]:
+            assert r["cause"] == "compaction"
         else:
             assert r["cause"] in ("date_change", "prefix_change")
-            assert (r["cause"] == "date_change") == (r["crossing"] or r["date_named"])
+            named = "current-date" in (r["changed_sections"] or [])
+            assert (r["cause"] == "date_change") == (r["crossing"] or named)
     # Exactly one cold start per session.
     assert out.filter(pl.col("cause") == "cold_start").height == out["session_id"].n_unique()
 
@@ -165,14 +172,21 @@ def _did_fixture(after_cross_share: float) -> pl.DataFrame:
     return _calls(rows)
 
 
+# The fixture's smallest cell: 3 sessions and 6 calls (below the defaults of 5 and 20, see
+# tests/cache/test_causes.py for the floors themselves).
+_SMALL = {"min_sessions": 3, "min_calls": 6}
+
+
 def test_did_recovers_a_planted_effect() -> None:
     frame = _did_fixture(after_cross_share=0.9)
-    report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 10, 15), bootstrap=200))
+    report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 10, 15), bootstrap=200, **_SMALL))
     e = report.effect
     # crossing: 0 → 0.9; other within-TTL calls: unchanged → DiD = 0.9.
     assert e.estimate == pytest.approx(0.9, abs=1e-3)
     assert e.ci_low <= e.estimate <= e.ci_high
     assert e.calls["crossing_before"] == 6 and e.calls["crossing_after"] == 6  # the cutover day is left out
+    assert e.cell_sessions == {"crossing_before": 3, "crossing_after": 3, "other_before": 3, "other_after": 3}
+    assert e.reason is None and e.resampled_sessions == 3
     assert report.rates["groups"]["crossing"]["before"]["token_share"] == 0.0
 
 
@@ -184,19 +198,25 @@ def test_no_crossing_calls_means_no_estimate() -> None:
 
 def test_notes_say_why_there_is_no_estimate_and_which_prices_were_guessed() -> None:
     frame = _did_fixture(after_cross_share=0.9)
-    report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 10, 15), bootstrap=50))
-    # every cell has calls and every model has a price: only which write price was used
-    assert report.notes == ["cache writes are priced at the 5m write price (--ttl 300): no call reports how its writes split by TTL"]
+    report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 10, 15), bootstrap=50, **_SMALL))
+    # every cell has enough calls and every model has a price: only the time zone fallback and
+    # which write price was used
+    assert report.notes == [
+        "3 of 3 sessions record no time zone (no date notice, <timezone> or local file name): their days are in UTC "
+        "(--tz, PIPELINE_TZ)",
+        "cache writes are priced at the 5m write price (--ttl unset): no call reports how its writes split by TTL",
+    ]
     report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 12, 31), bootstrap=50))
-    assert report.notes[0] == ("no calls after the cutover 2026-12-31: the calls run from 2026-10-12 to 2026-10-17 (UTC), "
-                               "so there is nothing to compare")
+    assert report.notes[0] == ("no calls after the cutover 2026-12-31: the calls run from 2026-10-12 to 2026-10-17 "
+                               "(each session's local date), so there is nothing to compare")
     rows = [{"s": "a", "t": 0, "p": 10_000, "c": 0}, {"s": "a", "t": 60, "p": 11_000, "c": 10_000, "model": "house-model-7"},
             {"s": "a", "t": 3 * 86400, "p": 11_000, "c": 10_000}, {"s": "a", "t": 3 * 86400 + 60, "p": 12_000, "c": 11_000}]
     report, _ = analyze(_calls(rows), AnalysisConfig(cutover=dt.date(2026, 10, 14), bootstrap=50))
     assert report.effect.estimate is None
-    assert report.notes[0].startswith("no effect estimate") and "no first call after midnight before the cutover" in report.notes[0]
-    assert report.notes[2].startswith("1 calls have no price: the price database (genai-prices ")
-    assert "does not know house-model-7, and no model is priced as another" in report.notes[2]
+    assert report.notes[0].startswith("no effect estimate, too few to estimate")
+    assert "first calls on a new date before the cutover: 0 sessions, 0 calls" in report.notes[0]
+    assert report.notes[3].startswith("1 calls have no price: the price database (genai-prices ")
+    assert "does not know house-model-7, and no model is priced as another" in report.notes[3]
     assert report.cost["unpriced"] == {"calls": 1, "models": {"house-model-7": 1}}
 
 
@@ -218,9 +238,10 @@ def test_calls_without_time_or_session_are_left_out_and_counted() -> None:
 def test_bootstrap_resamples_whole_sessions() -> None:
     """Identical sessions leave no room for the interval: it collapses on the estimate."""
     frame = _did_fixture(after_cross_share=0.5)
-    report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 10, 15), bootstrap=200))
+    report, _ = analyze(frame, AnalysisConfig(cutover=dt.date(2026, 10, 15), bootstrap=200, **_SMALL))
+    assert report.effect.estimate == pytest.approx(0.5)
     assert report.effect.ci_high - report.effect.ci_low < 1e-9
-    assert report.effect.sessions == 3
+    assert report.effect.sessions == 3 and report.effect.resampled_sessions == 3
 
 
 def test_cost_by_cause_at_list_prices() -> None:
@@ -230,13 +251,18 @@ def test_cost_by_cause_at_list_prices() -> None:
     ]
     frame = classify(_calls(rows)).collect()
     cost = cost_by_cause(frame)
-    # Claude Sonnet 4.5 list prices: write $3.75 / MTok (1 hour: $6), read $0.30 / MTok.
-    assert cost["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(0.375)
-    assert cost["by_cause"]["cold_start"]["lost_usd"] == 0
+    # Claude Sonnet 4.5 list prices: write $3.75 / MTok (1 hour: $6), read $0.30 / MTok, output $15.
+    cold = cost["by_cause"]["cold_start"]
+    assert cold["cache_write_5m_usd"] == pytest.approx(0.375) and cold["output_usd"] == pytest.approx(10 * 15 / 1e6)
+    assert cold["input_usd"] == cold["cache_read_usd"] == cold["cache_write_1h_usd"] == 0
+    assert cold["spend_usd"] == pytest.approx(0.375 + 10 * 15 / 1e6)  # list price: every part, output included
+    assert cold["lost_usd"] == 0
     assert cost["by_cause"]["ttl_expiry"]["lost_usd"] == pytest.approx(0.1 * (3.75 - 0.30))
     assert cost["misses_lost_usd"] == pytest.approx(0.345)
+    assert cost["total"]["spend_usd"] == pytest.approx(2 * (0.375 + 10 * 15 / 1e6))
     one_hour = cost_by_cause(frame, ttl_seconds=3600)
-    assert one_hour["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(0.6)
+    assert one_hour["by_cause"]["cold_start"]["cache_write_1h_usd"] == pytest.approx(0.6)
+    assert one_hour["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(0.6 + 10 * 15 / 1e6)
     assert cost["prices"]["claude-sonnet-4-5"] | {"tiers": None} == {
         "input": 3.0, "cache_read": 0.3, "output": 15.0, "cache_write_5m": 3.75, "cache_write_1h": 6.0, "tiers": None,
         "provider": "anthropic", "model": "claude-sonnet-4-5", "source": "genai-prices"}
@@ -251,22 +277,26 @@ def test_writes_split_by_ttl_pay_each_ttl_its_price() -> None:
     frame = _calls(rows).with_columns(pl.Series("cache_write_1h_tokens", [60_000, None, 100_000], dtype=pl.Int64))
     classified = classify(frame).collect()
     cost = cost_by_cause(classified)
-    # Sonnet 4.5: 5-minute write $3.75 / MTok, 1-hour write $6, read $0.30
-    assert cost["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(0.06 * 6 + 0.04 * 3.75 + 0.1 * 3.75)
-    assert cost["by_cause"]["cold_start"]["write_1h_tokens"] == 60_000
-    assert cost["by_cause"]["ttl_expiry"]["spend_usd"] == pytest.approx(0.6)
+    # Sonnet 4.5: 5-minute write $3.75 / MTok, 1-hour write $6, read $0.30, output $15 (10 tokens a call)
+    out = 10 * 15 / 1e6
+    cold = cost["by_cause"]["cold_start"]
+    assert cold["cache_write_1h_usd"] == pytest.approx(0.06 * 6)
+    assert cold["cache_write_5m_usd"] == pytest.approx(0.04 * 3.75 + 0.1 * 3.75)
+    assert cold["spend_usd"] == pytest.approx(0.06 * 6 + 0.04 * 3.75 + 0.1 * 3.75 + 2 * out)
+    assert cold["write_1h_tokens"] == 60_000
+    assert cost["by_cause"]["ttl_expiry"]["spend_usd"] == pytest.approx(0.6 + out)
     assert cost["by_cause"]["ttl_expiry"]["lost_usd"] == pytest.approx(0.1 * (6 - 0.30))  # re-written for 1 hour
     assert cost["write_price"] == "5m"
     assert cost["write_split"] == {"calls_split": 2, "write_5m_tokens": 40_000, "write_1h_tokens": 160_000,
                                    "calls_unsplit": 1, "unsplit_write_tokens": 100_000}
     # --ttl changes the price of the unsplit call only
     one_hour = cost_by_cause(classified, ttl_seconds=3600)
-    assert one_hour["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(0.06 * 6 + 0.04 * 3.75 + 0.1 * 6)
-    assert one_hour["by_cause"]["ttl_expiry"]["spend_usd"] == pytest.approx(0.6)
+    assert one_hour["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(0.06 * 6 + 0.04 * 3.75 + 0.1 * 6 + 2 * out)
+    assert one_hour["by_cause"]["ttl_expiry"]["spend_usd"] == pytest.approx(0.6 + out)
     report, _ = analyze(frame, AnalysisConfig(cutover=None, bootstrap=0))
     assert ("cache writes of 2 calls are priced by their own TTL split (160,000 tokens written for 1 hour at the 1-hour "
             "price, 40,000 for 5 minutes at the 5-minute price); the 100,000 written tokens of 1 calls that do not report "
-            "a split are priced at the 5m write price (--ttl 300)") in report.notes
+            "a split are priced at the 5m write price (--ttl unset)") in report.notes
 
 
 def test_call_cost_prices_a_known_split_by_ttl() -> None:
@@ -279,9 +309,11 @@ def test_call_cost_prices_a_known_split_by_ttl() -> None:
 
 
 def test_a_long_prompt_pays_the_long_context_price() -> None:
-    # Above 200,000 prompt tokens Sonnet 4.5 costs twice as much per token (write $7.50 / MTok).
+    # Above 200,000 prompt tokens Sonnet 4.5 costs more per token (write $7.50 / MTok, output $22.50).
     frame = classify(_calls([{"s": "a", "t": 0, "p": 1_000_000, "c": 0, "w": 1_000_000}])).collect()
-    assert cost_by_cause(frame)["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(7.5)
+    cold = cost_by_cause(frame)["by_cause"]["cold_start"]
+    assert cold["cache_write_5m_usd"] == pytest.approx(7.5) and cold["output_usd"] == pytest.approx(10 * 22.5 / 1e6)
+    assert cold["spend_usd"] == pytest.approx(7.5 + 10 * 22.5 / 1e6)
     assert cost_by_cause(frame)["prices"]["claude-sonnet-4-5"]["tiers"][0]["above_input_tokens"] == 200_000
 
 
@@ -298,9 +330,14 @@ def test_each_call_is_priced_by_its_own_provider_and_model() -> None:
     # OpenAI charges nothing for writing its cache: no write price is listed, and none is charged
     assert prices["gpt-5.4"]["provider"] == "openai" and "cache_write_5m" not in prices["gpt-5.4"]
     assert prices["glm-5.1"]["provider"] == "zhipuai"  # a Claude Code session driving another vendor's model
-    # cold starts: 100k written at Opus 4.1's $18.75 + 100k input at GPT-5.4's $2.50 + 100k at GLM-5.1's input price
-    want = 0.1 * 18.75 + 0.1 * 2.5 + 0.1 * prices["glm-5.1"]["input"]
-    assert cost["by_cause"]["cold_start"]["spend_usd"] == pytest.approx(want)
+    # cold starts: 100k written at Opus 4.1's $18.75 + 100k input at GPT-5.4's $2.50 + 100k at GLM-5.1's input price,
+    # and each priced call's 10 output tokens at its model's output price
+    cold = cost["by_cause"]["cold_start"]
+    assert cold["cache_write_5m_usd"] == pytest.approx(0.1 * 18.75)
+    assert cold["input_usd"] == pytest.approx(0.1 * 2.5 + 0.1 * prices["glm-5.1"]["input"])
+    out = sum(10 * prices[m]["output"] / 1e6 for m in ("claude-opus-4-1-20250805", "gpt-5.4", "glm-5.1"))
+    assert cold["output_usd"] == pytest.approx(out)
+    assert cold["spend_usd"] == pytest.approx(0.1 * 18.75 + 0.1 * 2.5 + 0.1 * prices["glm-5.1"]["input"] + out)
     assert cost["unpriced"] == {"calls": 1, "models": {"(no model)": 1}}
 
 
@@ -363,11 +400,14 @@ def test_cache_report_json_from_a_file(sim_file: tuple[Path, Any], capsys: pytes
     assert code == 0
     assert set(doc["effect"]) >= {"estimate", "ci_low", "ci_high"}
     assert {"rates", "causes", "cost"} <= set(doc)
-    assert doc["inputs"]["ttl_seconds"] == 300 and doc["inputs"]["tz"] == "UTC" and doc["inputs"]["provider"] == "anthropic"
+    # ttl_seconds None: the TTL in force for each call (no --ttl given)
+    assert doc["inputs"]["ttl_seconds"] is None and doc["inputs"]["tz"] == "UTC" and doc["inputs"]["provider"] == "anthropic"
+    assert doc["effect"]["reason"] is None and doc["effect"]["resampled_sessions"] > 0
     assert doc["simulation"]["true_effect"] == result.summary.true_effect
     assert doc["effect"]["ci_low"] <= result.summary.true_effect <= doc["effect"]["ci_high"]
     code, table, _ = _run(capsys, ["cache-report", "--calls", str(path), "--cutover", str(result.summary.cutover), "--bootstrap", "50"])
-    assert code == 0 and "first call after midnight" in table and "date_change" in table
+    assert code == 0 and "first call on a new date" in table and "date_change" in table
+    assert "TTL in force per call" in table and "sessions resampled" in table
 
 
 def test_cache_report_reads_the_warehouse_read_only(sim_file: tuple[Path, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -414,7 +454,7 @@ def test_cache_report_without_cutover_shows_rates_causes_and_costs(
     assert code == 0 and doc["inputs"]["cutover"] is None
     assert doc["effect"]["estimate"] is None
     assert doc["causes"]["hit"]["calls"] > 0 and doc["cost"]["by_cause"]["cold_start"]["spend_usd"] > 0
-    assert any(n.startswith("no cutover date given, so every call counts as before it") for n in doc["notes"])
+    assert any(n.startswith("no cutover given, so every call counts as before it") for n in doc["notes"])
     code, table, _ = _run(capsys, ["cache-report", "--calls", str(path), "--bootstrap", "50"])
     assert code == 0 and "cutover none given" in table and "cached share (all calls)" in table
 
