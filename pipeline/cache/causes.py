@@ -102,8 +102,9 @@ def classify(
     con = duckdb.connect()
     try:
         con.execute("SET TimeZone = 'UTC'")
+        # A view over the registered Arrow data: the log is not copied into DuckDB.
         con.register("_log", log.to_arrow())
-        con.execute("CREATE TABLE llm_calls AS SELECT * FROM _log")
+        con.execute("CREATE VIEW llm_calls AS SELECT * FROM _log")
         con.execute(
             "CREATE TABLE sessions (session_id VARCHAR, format VARCHAR, path VARCHAR, first_at TIMESTAMPTZ, "
             "parent_session_id VARCHAR)"
