@@ -370,3 +370,45 @@ def test_cache_report_refuses_bad_floors_and_cutovers(tmp_path: Path, capsys: py
     _nights(1, nights=1).write_parquet(path)
     code, out, err = _run_err(capsys, ["cache-report", "--calls", str(path), *bad])
     assert code == 2 and out == "" and err
+
+
+# --------------------------------------------------------------------------- known bugs (see the xfail reasons)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pipeline bug: report.closing_note says the simulator's true effect is 'outside the interval' when there "
+    "is no estimate and no interval at all (effect below --min-sessions/--min-calls), e.g. the notebook's default "
+    "quarter-size simulation (4 sessions per crossing cell)",
+)
+def test_the_closing_note_places_no_truth_outside_an_interval_that_does_not_exist() -> None:
+    from pipeline.cache.report import closing_note
+
+    report, _ = analyze(_nights(3), AnalysisConfig(cutover=CUTOVER, bootstrap=50))
+    report.simulation = {"true_effect": 0.9}
+    note = closing_note(report)
+    assert "- No effect estimate: too few to estimate" in note
+    assert "outside the interval" not in note
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pipeline bug: cache-report --db classifies with the cache_calls statement, whose base CTE drops calls "
+    "without a time or a session before analyze() can count them: report.left_out is all zeros and no note says "
+    "calls were left out (the --calls path counts them)",
+)
+def test_the_warehouse_path_counts_the_calls_it_leaves_out(tmp_path: Path) -> None:
+    from pipeline.cache.report import ReportInputs, run_report
+    from pipeline.warehouse import db
+
+    path = tmp_path / "w.duckdb"
+    at = dt.datetime(2026, 10, 12, 10, 0, tzinfo=dt.UTC)
+    with db.writing(path) as con:
+        for i, (session, when, cached) in enumerate(
+            [("a", at, 0), ("a", at + dt.timedelta(seconds=30), 900), ("a", None, 900), (None, at, 0)]
+        ):
+            con.execute('INSERT INTO llm_calls (call_id, source, session_id, "at", prompt_tokens, cached_tokens) '
+                        "VALUES (?, ?, ?, ?, ?, ?)", [f"c{i}", "harness", session, when, 1000, cached])
+    report, _ = run_report(ReportInputs(db=str(path), config=AnalysisConfig(cutover=None, bootstrap=0)))
+    assert report.calls == 2
+    assert report.left_out == {"undated": 1, "no_session": 1}
