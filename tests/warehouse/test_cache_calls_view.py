@@ -494,3 +494,23 @@ def test_an_unknown_zone_name_in_one_transcript_does_not_break_the_others(tmp_pa
     assert _causes(_view(path, SID)) == ["cold_start"]
     (row,) = _view(path, CODEX_ID)
     assert row["cause"] == "cold_start"
+
+
+def test_a_five_minute_write_rewritten_for_an_hour_is_a_ttl_tier_switch(tmp_path: Path) -> None:
+    cc = Claude(SID)
+    cc.user(_s(0), "Review the diff")
+    cc.call(_s(5), read=0, write=40_000)  # written for 5 minutes
+    cc.call(_s(14), read=0, write=40_100, write_1h=40_100)  # 9 s later, the same prefix written for an hour
+    rows = _view(_warehouse(tmp_path, cc), SID)
+    assert _causes(rows) == ["cold_start", "ttl_tier_switch"]
+
+
+def test_a_compact_summary_is_a_compaction_marker_too(tmp_path: Path) -> None:
+    cc = Claude(SID)
+    cc.user(_s(0), "Refactor the checkout module")
+    cc.call(_s(5), read=0, write=100_000)
+    summary = cc._add({"type": "user", "isCompactSummary": True, "timestamp": _stamp(_s(40)),
+                       "message": {"role": "user", "content": "This session is being continued from a previous conversation."}})
+    cc.call(_s(60), read=4_000, write=70_000)
+    rows = _view(_warehouse(tmp_path, cc), SID)
+    assert _causes(rows) == ["cold_start", "compaction"] and rows[1]["evidence_line_no"] == summary
