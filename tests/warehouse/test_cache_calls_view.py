@@ -412,7 +412,7 @@ def test_classify_warehouse_is_the_view(tmp_path: Path) -> None:
     cc.call(_s(90), read=8_000, write=60_000)
     path = _warehouse(tmp_path, cc)
     frame = causes.classify_warehouse(path)
-    assert frame["cause"].cast(str).to_list() == _causes(_view(path, SID))  # type: ignore[arg-type]
+    assert frame["cause"].cast(str).to_list() == _causes(_view(path, SID))
     assert frame["miss"].to_list() == [False, True]
 
 
@@ -443,7 +443,7 @@ def test_cutover_version_splits_by_harness_version(tmp_path: Path, capsys: pytes
     assert sides == {("2.0.77", "before"), ("2.1.5", "after"), ("0.117.0", None)}
     # before 2.1 the date is in the system prompt: the first call after midnight rewrote it
     crossing = frame.filter(frame["crossing"])
-    assert sorted(zip(crossing["harness_version"], crossing["cause"].cast(str), strict=True)) == [  # type: ignore[arg-type]
+    assert sorted(zip(crossing["harness_version"], crossing["cause"].cast(str), strict=True)) == [
         ("2.0.77", "date_change"), ("2.0.77", "date_change"), ("2.1.5", "hit"), ("2.1.5", "hit")]
     capsys.readouterr()
     assert main(["cache-report", "--db", str(path), "--cutover-version", "claude-code@2.1.0", "--json", "--bootstrap", "50"]) == 0
