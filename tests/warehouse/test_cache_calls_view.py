@@ -514,3 +514,23 @@ def test_a_compact_summary_is_a_compaction_marker_too(tmp_path: Path) -> None:
     cc.call(_s(60), read=4_000, write=70_000)
     rows = _view(_warehouse(tmp_path, cc), SID)
     assert _causes(rows) == ["cold_start", "compaction"] and rows[1]["evidence_line_no"] == summary
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pipeline bug: cache_calls numbers user turns per session, not per conversation, so an interleaved "
+    "sidechain's own prompt (isSidechain) counts as a new turn of the main conversation: the main call after it "
+    "is judged against the main turn's first request (prefix_change, evidence = the sidechain's prompt line) "
+    "instead of its whole previous prompt (provider_miss)",
+)
+def test_a_sidechain_prompt_is_not_a_turn_of_the_main_conversation(tmp_path: Path) -> None:
+    cc = Claude(SID, version="2.0.30")
+    cc.user(_s(0), "Find where the tax is computed")
+    cc.call(_s(5), read=0, write=20_000)
+    cc.call(_s(10), read=20_000, write=40_000)
+    cc.user(_s(12), "Search the repo for tax_rate", sidechain=True, agent="a1")
+    cc.call(_s(14), read=0, write=6_000, sidechain=True, agent="a1")
+    # mid-turn, the request only grew, nothing recorded in the main conversation: it read a third of 60k
+    last = cc.call(_s(20), read=20_000, write=42_000)
+    rows = {r["line_no"]: r for r in _view(_warehouse(tmp_path, cc), SID)}
+    assert rows[last]["cause"] == "provider_miss" and rows[last]["evidence_line_no"] == last
