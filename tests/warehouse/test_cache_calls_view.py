@@ -534,3 +534,54 @@ def test_a_sidechain_prompt_is_not_a_turn_of_the_main_conversation(tmp_path: Pat
     last = cc.call(_s(20), read=20_000, write=42_000)
     rows = {r["line_no"]: r for r in _view(_warehouse(tmp_path, cc), SID)}
     assert rows[last]["cause"] == "provider_miss" and rows[last]["evidence_line_no"] == last
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pipeline bug: cache_calls takes a session's zone from the first '<timezone>NAME</timezone>' on any line "
+    "(tz_named reads every candidate line, any format, any record type), so a tool result quoting one (a file, "
+    "an issue, these very docs) becomes the session's zone with tz_source 'environment'; only a Codex environment "
+    "context is that evidence",
+)
+@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+def test_a_quoted_timezone_tag_in_a_tool_result_is_not_the_sessions_zone(tmp_path: Path, harness: str) -> None:
+    quoted = "Codex writes <timezone>America/Denver</timezone> in its environment context"
+    created = dt.datetime(2026, 8, 3, 9, 0, tzinfo=dt.UTC)
+    if harness == "claude-code":
+        t: Claude | Codex = Claude(SID)
+        t.user(_s(0), "Read docs/issue.md")
+        t.call(_s(5), read=0, write=20_000)
+        t._add({"type": "user", "timestamp": _stamp(_s(8)), "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_01", "content": quoted}]}})
+        t.call(_s(10), read=20_000, write=500)
+        session = SID
+    else:
+        t = Codex(CODEX_ID, created)
+        t.user_turn(created, "Read docs/issue.md")
+        t.call(created + dt.timedelta(seconds=5), prompt=12_000, cached=0)
+        t._add(created + dt.timedelta(seconds=8), "response_item", {"type": "function_call_output", "call_id": "call_1",
+                                                                    "output": json.dumps({"output": quoted})})
+        t.call(created + dt.timedelta(seconds=10), prompt=13_000, cached=11_904)
+        session = CODEX_ID
+    rows = _view(_warehouse(tmp_path, t), session)
+    assert all(r["tz_source"] != "environment" and r["tz"] != "America/Denver" for r in rows)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pipeline bug: any Codex line containing '<current_date>' is taken as a date notice (marks.kind "
+    "'env_date' tests the substring, not the environment context), so a tool output quoting one gives a false "
+    "seen_date, a false crossing and a false date_change",
+)
+def test_a_quoted_current_date_in_a_codex_tool_output_is_not_a_date_notice(tmp_path: Path) -> None:
+    created = dt.datetime(2026, 3, 31, 14, 0, tzinfo=dt.UTC)
+    cx = Codex(CODEX_ID, created)
+    cx.environment(created, current_date="2026-03-31", timezone="UTC")
+    cx.user_turn(created, "Show me the fixture")
+    cx.call(created + dt.timedelta(seconds=5), prompt=20_000, cached=0)
+    cx._add(created + dt.timedelta(seconds=8), "response_item", {"type": "function_call_output", "call_id": "call_1",
+            "output": json.dumps({"output": "<environment_context><current_date>2025-01-01</current_date></environment_context>"})})
+    cx.call(created + dt.timedelta(seconds=10), prompt=21_000, cached=2_048)
+    rows = _view(_warehouse(tmp_path, cx), CODEX_ID)
+    assert [r["seen_date"] for r in rows] == [dt.date(2026, 3, 31)] * 2
+    assert not rows[1]["crossing"] and rows[1]["cause"] == "provider_miss"
