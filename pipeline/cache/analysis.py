@@ -558,8 +558,8 @@ def cost_by_cause(
     ``output_usd``: a call whose writes are split by TTL (``cache_write_1h_tokens`` known) pays the
     1-hour price for its 1-hour part and the 5-minute price for the rest; any other call pays the
     ``ttl_seconds`` price. The same parts by model, day and session (``by_model``, ``by_day``,
-    ``by_session``, each with ``counterfactual_usd``: the spend had every miss read its previous
-    prompt from the cache).
+    ``by_session``, the 200 largest of each, with ``counterfactual_usd``: the spend had every miss
+    read its previous prompt from the cache).
     ``lost_usd`` (misses only): the tokens of the previous prompt that this call did not read back
     (``min(previous prompt, prompt) − cached``), priced as what re-sending them cost (the call's
     average write price when the provider reports writes, else input price) minus what reading them would have cost.
@@ -631,7 +631,7 @@ def cost_by_cause(
         pl.col("u_in").is_null().alias("unpriced"),
     ).with_columns(
         pl.sum_horizontal("input_usd", "cache_read_usd", "cache_write_5m_usd", "cache_write_1h_usd", "output_usd").alias("spend"),
-    )
+    ).collect().lazy()  # priced once: every table below reads the same rows
     parts = [pl.col(c).sum() for c in _SPEND_PARTS]
     stats = (
         per_call.group_by("cause")
@@ -679,6 +679,7 @@ def cost_by_cause(
         "spend": "list price: uncached input + cache reads + cache writes (5 minutes and 1 hour) + output",
         "total": total,
         **breakdowns,
+        "sessions_priced": int(per_call.select(pl.col("session_id").n_unique()).collect().item()),
         "currency": "USD",
         "provider": "per call: its source's provider, else its model's",
         "fallback_provider": book.fallback_provider,
@@ -706,15 +707,21 @@ def cost_by_cause(
 _SPEND_PARTS = ("input_usd", "cache_read_usd", "cache_write_5m_usd", "cache_write_1h_usd", "output_usd")
 
 
+# Rows of the largest spenders kept per breakdown in the report (a bulk log has 100,000s of sessions).
+SPEND_ROWS = 200
+
+
 def _spend_rows(per_call: pl.LazyFrame, key: pl.Expr) -> list[dict[str, Any]]:
-    """List-price spend by part for each value of ``key``, with what misses lost and, per key, the
-    counterfactual: the same calls had every miss read the previous prompt from the cache."""
+    """List-price spend by part for each value of ``key`` (the SPEND_ROWS largest), with what
+    misses lost and the counterfactual: the same calls had every miss read the previous prompt
+    from the cache."""
     rows = (
         per_call.group_by(key.alias("key"))
         .agg(pl.len().alias("calls"), pl.col("miss").sum().alias("misses"), pl.col("spend").sum().alias("spend_usd"),
              *[pl.col(c).sum() for c in _SPEND_PARTS], pl.col("lost").sum().alias("lost_usd"))
         .with_columns((pl.col("spend_usd") - pl.col("lost_usd")).alias("counterfactual_usd"))
         .sort("spend_usd", descending=True, nulls_last=True)
+        .head(SPEND_ROWS)
         .collect()
     )
     return [{k: _clean(v) for k, v in r.items()} for r in rows.iter_rows(named=True)]

@@ -25,7 +25,9 @@ from pydantic import BaseModel, ConfigDict
 from pipeline.errors import UsageError
 from pipeline.warehouse import cache_calls
 
-__all__ = ["CAUSES", "MISS_CAUSES", "VersionCutover", "classify", "classify_warehouse", "parse_version", "with_period"]
+__all__ = [
+    "CAUSES", "MISS_CAUSES", "VersionCutover", "classify", "classify_warehouse", "classify_with_sql", "parse_version", "with_period",
+]
 
 CAUSES = cache_calls.CAUSES
 MISS_CAUSES = cache_calls.MISS_CAUSES
@@ -95,7 +97,22 @@ def classify(
     ttl_seconds: int | None = None,
     tz: str = cache_calls.DEFAULT_TZ,
 ) -> pl.DataFrame:
-    """Classify a call log that has no transcripts beside it (a file, a simulated workload)."""
+    """Classify a call log that has no transcripts beside it (a file, a simulated workload), with
+    the vectorised twin of the SQL (:mod:`pipeline.cache.bare_log`)."""
+    from pipeline.cache.bare_log import classify_bare
+
+    return _finish(classify_bare(_as_log(calls), hit_share=hit_share, ttl=ttl_seconds, tz=tz))
+
+
+def classify_with_sql(
+    calls: pl.LazyFrame | pl.DataFrame,
+    *,
+    hit_share: float = cache_calls.HIT_SHARE,
+    ttl_seconds: int | None = None,
+    tz: str = cache_calls.DEFAULT_TZ,
+) -> pl.DataFrame:
+    """The same through the SQL definition, in an in-memory DuckDB without transcript lines (what
+    the vectorised twin is checked against)."""
     import duckdb
 
     log = _as_log(calls)
@@ -137,7 +154,10 @@ def _run(con: object, *, hit_share: float, ttl_seconds: int | None, tz: str) -> 
     from pipeline.warehouse.db import frame
 
     params = cache_calls.parameters(hit_share=hit_share, ttl=ttl_seconds, tz=tz)
-    out = frame(con, cache_calls.classify_sql(), params)  # type: ignore[arg-type]
+    return _finish(frame(con, cache_calls.classify_sql(), params))  # type: ignore[arg-type]
+
+
+def _finish(out: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(
         pl.col("cause").cast(pl.Enum(CAUSES)),
         pl.col("cause").is_in(MISS_CAUSES).alias("miss"),

@@ -179,19 +179,25 @@ cc_line AS (
     FROM base b JOIN lines l ON l.session_id = b.session_id AND l.line_no = b.line_no
     WHERE b.format = 'claude-code' AND b.transcript
 ),
--- What the transcript says at each call: the latest marker of each kind at or before its line.
+-- What the transcript says at each call: the latest marker of each kind at or before its line
+-- (ASOF joins on narrow keys of transcript calls only: a wide or foreign row would be sorted for each).
+keys AS (SELECT call_id, session_id, line_no FROM base WHERE transcript),
+at_call AS (
+    SELECT k.call_id, t.told_date AS seen_date, t.line_no AS seen_line, v.cli_version,
+           u.turn_no, u.line_no AS turn_line, r.in_review, r.line_no AS review_line
+    FROM keys k
+    ASOF LEFT JOIN told t ON t.session_id = k.session_id AND k.line_no >= t.line_no
+    ASOF LEFT JOIN versions v ON v.session_id = k.session_id AND k.line_no >= v.line_no
+    ASOF LEFT JOIN turns u ON u.session_id = k.session_id AND k.line_no >= u.line_no
+    ASOF LEFT JOIN reviews r ON r.session_id = k.session_id AND k.line_no >= r.line_no
+),
 placed AS (
-    SELECT b.*, t.told_date AS seen_date, t.line_no AS seen_line,
-           CASE WHEN b.source = 'claude-code' THEN cc.version WHEN b.source = 'codex' THEN v.cli_version END AS harness_version,
-           coalesce(u.turn_no, 0) AS turn_no, u.line_no AS turn_line,
-           coalesce(r.in_review, false) AS in_review, r.line_no AS review_line,
+    SELECT b.*, a.seen_date, a.seen_line,
+           CASE WHEN b.source = 'claude-code' THEN cc.version WHEN b.source = 'codex' THEN a.cli_version END AS harness_version,
+           coalesce(a.turn_no, 0) AS turn_no, a.turn_line,
+           coalesce(a.in_review, false) AS in_review, a.review_line,
            coalesce(cc.sidechain, false) AS sidechain, cc.agent_id
-    FROM base b
-    LEFT JOIN cc_line cc USING (call_id)
-    ASOF LEFT JOIN told t ON t.session_id = b.session_id AND b.transcript AND b.line_no >= t.line_no
-    ASOF LEFT JOIN versions v ON v.session_id = b.session_id AND b.transcript AND b.line_no >= v.line_no
-    ASOF LEFT JOIN turns u ON u.session_id = b.session_id AND b.transcript AND b.line_no >= u.line_no
-    ASOF LEFT JOIN reviews r ON r.session_id = b.session_id AND b.transcript AND b.line_no >= r.line_no
+    FROM base b LEFT JOIN at_call a USING (call_id) LEFT JOIN cc_line cc USING (call_id)
 ),
 conv AS (
     SELECT p.*,
