@@ -93,7 +93,7 @@ cand AS MATERIALIZED (
       AND json_valid(l.text)
 ),
 marks AS MATERIALIZED (
-    SELECT session_id, line_no,
+    SELECT session_id, line_no, side_line,
            TRY_CAST(json_extract_string(text, '$.timestamp') AS TIMESTAMPTZ) AS m_at,
            CASE
                WHEN format = 'claude-code' AND (json_extract_string(text, '$.subtype') = 'compact_boundary'
@@ -105,18 +105,26 @@ marks AS MATERIALIZED (
                WHEN format = 'codex' AND json_extract_string(text, '$.payload.type') = 'user_message' THEN 'turn'
                WHEN format = 'codex' AND json_extract_string(text, '$.payload.type') = 'entered_review_mode' THEN 'review_start'
                WHEN format = 'codex' AND json_extract_string(text, '$.payload.type') = 'exited_review_mode' THEN 'review_end'
-               WHEN format = 'codex' AND contains(text, '<current_date>') THEN 'env_date'
+               WHEN env_context AND contains(text, '<current_date>') THEN 'env_date'
            END AS kind,
            CASE
                WHEN format = 'claude-code' THEN TRY_CAST(json_extract_string(text, '$.attachment.newDate') AS DATE)
                ELSE TRY_CAST(NULLIF(regexp_extract(text, '<current_date>([0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}})</current_date>', 1), '') AS DATE)
            END AS told_date,
-           NULLIF(regexp_extract(text, '<timezone>([A-Za-z0-9_+/-]+)</timezone>', 1), '') AS tz_name,
+           CASE WHEN env_context THEN NULLIF(regexp_extract(text, '<timezone>([A-Za-z0-9_+/-]+)</timezone>', 1), '') END AS tz_name,
            -- A local time a program printed on the user's machine ("17:32:24 GMT-0600 (Central …)").
            NULLIF(regexp_extract(text, '[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}} GMT([+-][0-9]{{4}}) \\(', 1), '') AS printed_offset,
            json_extract_string(text, '$.payload.cli_version') AS cli_version,
            TRY_CAST(json_extract_string(text, '$.payload.timestamp') AS TIMESTAMPTZ) AS created
-    FROM cand
+    FROM (
+        -- A Codex environment context is a user-role message item; the same tags quoted in a tool
+        -- result or a reply are not the session's date or zone.
+        SELECT *, format = 'codex' AND json_extract_string(text, '$.type') = 'response_item'
+                  AND json_extract_string(text, '$.payload.type') = 'message'
+                  AND json_extract_string(text, '$.payload.role') = 'user' AS env_context,
+               format = 'claude-code' AND json_extract_string(text, '$.isSidechain') = 'true' AS side_line
+        FROM cand
+    )
 ),
 markers AS (SELECT * FROM marks WHERE kind IS NOT NULL),
 tz_printed AS (
@@ -127,15 +135,19 @@ told AS (
 ),
 versions AS (SELECT session_id, line_no, cli_version FROM markers WHERE kind = 'version' AND cli_version IS NOT NULL),
 turns AS (
-    SELECT session_id, line_no, row_number() OVER (PARTITION BY session_id ORDER BY line_no) AS turn_no
-    FROM markers WHERE kind = 'turn'
+    -- Numbered per side of the file: an interleaved sidechain's prompts are turns of its own.
+    SELECT m.session_id, m.line_no, m.side_line AND s.parent_session_id IS NULL AS side,
+           row_number() OVER (PARTITION BY m.session_id, m.side_line AND s.parent_session_id IS NULL ORDER BY m.line_no) AS turn_no
+    FROM markers m JOIN sessions s USING (session_id) WHERE m.kind = 'turn'
 ),
 reviews AS (
     SELECT session_id, line_no, kind = 'review_start' AS in_review FROM markers WHERE kind IN ('review_start', 'review_end')
 ),
 -- Time zone of a session, from the strongest evidence its transcript has.
 tz_named AS (
-    SELECT session_id, arg_min(tz_name, line_no) AS tz FROM marks WHERE tz_name IS NOT NULL GROUP BY session_id
+    -- Only names the time-zone database knows: one odd environment must not break every session.
+    SELECT session_id, arg_min(tz_name, line_no) AS tz FROM marks
+    WHERE tz_name IN (SELECT name FROM pg_timezone_names()) GROUP BY session_id
 ),
 tz_notice AS (
     SELECT session_id, arg_min(hours, line_no) AS hours FROM (
@@ -181,14 +193,18 @@ cc_line AS (
 ),
 -- What the transcript says at each call: the latest marker of each kind at or before its line
 -- (ASOF joins on narrow keys of transcript calls only: a wide or foreign row would be sorted for each).
-keys AS (SELECT call_id, session_id, line_no FROM base WHERE transcript),
+keys AS (
+    SELECT b.call_id, b.session_id, b.line_no, coalesce(cc.sidechain, false) AND s.parent_session_id IS NULL AS side
+    FROM base b LEFT JOIN cc_line cc USING (call_id) LEFT JOIN sessions s ON s.session_id = b.session_id
+    WHERE b.transcript
+),
 at_call AS (
     SELECT k.call_id, t.told_date AS seen_date, t.line_no AS seen_line, v.cli_version,
            u.turn_no, u.line_no AS turn_line, r.in_review, r.line_no AS review_line
     FROM keys k
     ASOF LEFT JOIN told t ON t.session_id = k.session_id AND k.line_no >= t.line_no
     ASOF LEFT JOIN versions v ON v.session_id = k.session_id AND k.line_no >= v.line_no
-    ASOF LEFT JOIN turns u ON u.session_id = k.session_id AND k.line_no >= u.line_no
+    ASOF LEFT JOIN turns u ON u.session_id = k.session_id AND u.side = k.side AND k.line_no >= u.line_no
     ASOF LEFT JOIN reviews r ON r.session_id = k.session_id AND k.line_no >= r.line_no
 ),
 placed AS (

@@ -475,12 +475,6 @@ def test_a_codex_review_sub_session_is_a_conversation_of_its_own(tmp_path: Path)
     assert rows[after]["conversation"] == rows[before]["conversation"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline bug: cache_calls passes a transcript's <timezone> name straight to DuckDB's timezone(); an "
-    "unknown name ('Mars/Olympus') raises 'Unknown TimeZone' for the whole view, so one session's odd environment "
-    "breaks cache_calls and cache-report (a traceback) for every session",
-)
 def test_an_unknown_zone_name_in_one_transcript_does_not_break_the_others(tmp_path: Path) -> None:
     created = dt.datetime(2026, 3, 31, 1, 22, 40, tzinfo=dt.UTC)
     odd = Codex(CODEX_ID, created)
@@ -516,13 +510,6 @@ def test_a_compact_summary_is_a_compaction_marker_too(tmp_path: Path) -> None:
     assert _causes(rows) == ["cold_start", "compaction"] and rows[1]["evidence_line_no"] == summary
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline bug: cache_calls numbers user turns per session, not per conversation, so an interleaved "
-    "sidechain's own prompt (isSidechain) counts as a new turn of the main conversation: the main call after it "
-    "is judged against the main turn's first request (prefix_change, evidence = the sidechain's prompt line) "
-    "instead of its whole previous prompt (provider_miss)",
-)
 def test_a_sidechain_prompt_is_not_a_turn_of_the_main_conversation(tmp_path: Path) -> None:
     cc = Claude(SID, version="2.0.30")
     cc.user(_s(0), "Find where the tax is computed")
@@ -536,13 +523,6 @@ def test_a_sidechain_prompt_is_not_a_turn_of_the_main_conversation(tmp_path: Pat
     assert rows[last]["cause"] == "provider_miss" and rows[last]["evidence_line_no"] == last
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline bug: cache_calls takes a session's zone from the first '<timezone>NAME</timezone>' on any line "
-    "(tz_named reads every candidate line, any format, any record type), so a tool result quoting one (a file, "
-    "an issue, these very docs) becomes the session's zone with tz_source 'environment'; only a Codex environment "
-    "context is that evidence",
-)
 @pytest.mark.parametrize("harness", ["claude-code", "codex"])
 def test_a_quoted_timezone_tag_in_a_tool_result_is_not_the_sessions_zone(tmp_path: Path, harness: str) -> None:
     quoted = "Codex writes <timezone>America/Denver</timezone> in its environment context"
@@ -567,12 +547,6 @@ def test_a_quoted_timezone_tag_in_a_tool_result_is_not_the_sessions_zone(tmp_pat
     assert all(r["tz_source"] != "environment" and r["tz"] != "America/Denver" for r in rows)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline bug: any Codex line containing '<current_date>' is taken as a date notice (marks.kind "
-    "'env_date' tests the substring, not the environment context), so a tool output quoting one gives a false "
-    "seen_date, a false crossing and a false date_change",
-)
 def test_a_quoted_current_date_in_a_codex_tool_output_is_not_a_date_notice(tmp_path: Path) -> None:
     created = dt.datetime(2026, 3, 31, 14, 0, tzinfo=dt.UTC)
     cx = Codex(CODEX_ID, created)
