@@ -15,7 +15,15 @@ from hypothesis import strategies as st
 
 from pipeline.cache import causes
 from pipeline.cache.analysis import AnalysisConfig, analyze, did_effect
-from pipeline.cache.causes import CAUSES, MISS_CAUSES, VersionCutover, classify, parse_version, with_period
+from pipeline.cache.causes import (
+    CAUSES,
+    MISS_CAUSES,
+    VersionCutover,
+    classify,
+    classify_with_sql,
+    parse_version,
+    with_period,
+)
 from pipeline.cache.report import render_table
 from pipeline.cli.main import main
 from pipeline.errors import UsageError
@@ -69,49 +77,57 @@ def _is_read_back(r: dict[str, Any], hit_share: float = HIT_SHARE) -> bool:
 
 # --------------------------------------------------------------------------- properties of the rules
 
+# Each rule must hold for the definition (the SQL, run without transcripts) and for the vectorised
+# twin that `classify` uses on bare logs.
+both = pytest.mark.parametrize("classify_log", [classify, classify_with_sql], ids=["twin", "sql"])
 
+
+@both
 @settings(max_examples=40, deadline=None)
 @given(_sessions, st.sampled_from([0.5, 0.8, 0.95]))
-def test_a_call_that_read_its_previous_prompt_back_is_never_a_miss(sessions: list, hit_share: float) -> None:
-    out = classify(_log(sessions), hit_share=hit_share)
+def test_a_call_that_read_its_previous_prompt_back_is_never_a_miss(classify_log: Any, sessions: list, hit_share: float) -> None:
+    out = classify_log(_log(sessions), hit_share=hit_share)
     for r in out.iter_rows(named=True):
         if r["prev_call_id"] is not None and _is_read_back(r, hit_share):
             # whatever the gap (a 1-hour cache, or a provider that kept it longer), the model, the day
             assert r["cause"] == "hit" and not r["miss"], r
 
 
+@both
 @settings(max_examples=40, deadline=None)
 @given(_sessions)
-def test_the_first_call_of_each_session_is_a_cold_start_and_only_it(sessions: list) -> None:
-    out = classify(_log(sessions))
+def test_the_first_call_of_each_session_is_a_cold_start_and_only_it(classify_log: Any, sessions: list) -> None:
+    out = classify_log(_log(sessions))
     firsts = out.sort(["at", "call_id"]).group_by("session_id", maintain_order=True).first()
     assert set(firsts["cause"].cast(pl.String).to_list()) == {"cold_start"}
     assert firsts["prev_call_id"].null_count() == firsts.height
     assert out.filter(pl.col("cause") == "cold_start").height == len(sessions)
 
 
+@both
 @settings(max_examples=30, deadline=None)
 @given(_sessions, _sessions)
-def test_a_model_that_never_reports_caching_gives_no_miss(silent: list, reporting: list) -> None:
+def test_a_model_that_never_reports_caching_gives_no_miss(classify_log: Any, silent: list, reporting: list) -> None:
     # The silent sessions are named apart from the reporting ones, which keep their own causes.
     quiet = _log(silent, reporting=False).with_columns(
         ("quiet-" + pl.col("session_id")).alias("session_id"), ("quiet-" + pl.col("call_id")).alias("call_id"),
     )
-    out = classify(pl.concat([quiet, _log(reporting)]))
+    out = classify_log(pl.concat([quiet, _log(reporting)]))
     mute = out.filter(pl.col("session_id").str.starts_with("quiet-"))
     assert not mute["miss"].any() and not mute["cache_reported"].any()
     assert mute.filter(pl.col("prev_call_id").is_not_null())["cause"].cast(pl.String).to_list() == (
         ["no_cache_reported"] * (mute.height - len(silent))
     )
     # and the other sessions keep the causes they have on their own
-    alone = classify(_log(reporting)).select("call_id", "cause").sort("call_id")
+    alone = classify_log(_log(reporting)).select("call_id", "cause").sort("call_id")
     assert out.filter(~pl.col("session_id").str.starts_with("quiet-")).select("call_id", "cause").sort("call_id").equals(alone)
 
 
+@both
 @settings(max_examples=40, deadline=None)
 @given(_sessions)
-def test_a_miss_after_the_ttl_in_force_is_a_ttl_expiry(sessions: list) -> None:
-    out = classify(_log(sessions))
+def test_a_miss_after_the_ttl_in_force_is_a_ttl_expiry(classify_log: Any, sessions: list) -> None:
+    out = classify_log(_log(sessions))
     previous = _by_id(out)
     for r in out.iter_rows(named=True):
         if r["prev_call_id"] is None or _is_read_back(r) or not r["cache_reported"]:
@@ -124,20 +140,22 @@ def test_a_miss_after_the_ttl_in_force_is_a_ttl_expiry(sessions: list) -> None:
         assert r["continuation"] == (r["gap_s"] <= ttl)
 
 
+@both
 @settings(max_examples=25, deadline=None)
 @given(_sessions, st.sampled_from([60, 300, 7200]))
-def test_ttl_overrides_the_ttl_in_force(sessions: list, ttl: int) -> None:
-    out = classify(_log(sessions), ttl_seconds=ttl)
+def test_ttl_overrides_the_ttl_in_force(classify_log: Any, sessions: list, ttl: int) -> None:
+    out = classify_log(_log(sessions), ttl_seconds=ttl)
     for r in out.filter(pl.col("prev_call_id").is_not_null()).iter_rows(named=True):
         assert r["ttl_s"] == ttl
         if not _is_read_back(r) and r["cache_reported"]:
             assert (r["cause"] == "ttl_expiry") == (r["gap_s"] > ttl), r
 
 
+@both
 @settings(max_examples=40, deadline=None)
 @given(_sessions)
-def test_a_prompt_below_half_the_previous_one_is_a_compaction(sessions: list) -> None:
-    out = classify(_log(sessions))
+def test_a_prompt_below_half_the_previous_one_is_a_compaction(classify_log: Any, sessions: list) -> None:
+    out = classify_log(_log(sessions))
     for r in out.iter_rows(named=True):
         if r["prev_call_id"] is None or _is_read_back(r) or not r["cache_reported"] or r["gap_s"] > r["ttl_s"]:
             continue  # a hit, a silent model or a long gap outranks a compaction
@@ -147,14 +165,15 @@ def test_a_prompt_below_half_the_previous_one_is_a_compaction(sessions: list) ->
             assert r["evidence_line_no"] is None  # no transcript line to point at
 
 
+@both
 @settings(max_examples=30, deadline=None)
 @given(_sessions, st.randoms(use_true_random=False))
-def test_causes_do_not_depend_on_row_order(sessions: list, rng: Any) -> None:
+def test_causes_do_not_depend_on_row_order(classify_log: Any, sessions: list, rng: Any) -> None:
     log = _log(sessions)
     order = list(range(log.height))
     rng.shuffle(order)
-    a = classify(log).select("call_id", "cause", "prev_call_id", "crossing").sort("call_id")
-    b = classify(log[order]).select("call_id", "cause", "prev_call_id", "crossing").sort("call_id")
+    a = classify_log(log).select("call_id", "cause", "prev_call_id", "crossing").sort("call_id")
+    b = classify_log(log[order]).select("call_id", "cause", "prev_call_id", "crossing").sort("call_id")
     assert a.equals(b)
 
 
