@@ -15,7 +15,7 @@ from pipeline.warehouse import checks, db, ingest
 from tests.helpers import EXPECTED, SAMPLES, write_jsonl
 
 NAMES = ["no negative count", "usage = recount", "exit codes", "prompts agree", "byte-exact lines",
-         "model not recorded", "formats", "secrets"]
+         "model not recorded", "formats", "secrets", "cache causes"]
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +27,36 @@ def test_every_invariant_holds_on_the_samples(report: checks.CheckReport) -> Non
     assert [r.name for r in report.results] == NAMES
     assert report.ok, report.lines()
     assert report.files == len(EXPECTED["sessions"])
+
+
+def test_the_cache_cause_invariants_on_the_samples(report: checks.CheckReport) -> None:
+    cache = {r.name: r for r in report.results}["cache causes"]
+    assert cache.ok and cache.figures["hitsWithMissCause"] == 0
+    # the samples' one compaction record is followed by a call that read its prompt back
+    assert cache.figures["compactions"] == 1 and cache.figures["compactionCauses"] == {"hit": 1}
+
+
+def test_a_date_notice_makes_the_next_call_a_crossing(tmp_path: Path) -> None:
+    def line(n: int, at: str, **extra: object) -> dict:
+        return {"type": "assistant", "sessionId": "s", "uuid": f"u{n}", "timestamp": at, "version": "2.1.90",
+                "requestId": f"r{n}", "message": {"id": f"m{n}", "role": "assistant", "model": "claude-sonnet-4-6",
+                                                  "content": [{"type": "text", "text": "ok"}],
+                                                  "usage": {"input_tokens": 10, "cache_read_input_tokens": 1000 * n,
+                                                            "cache_creation_input_tokens": 100, "output_tokens": 5}},
+                **extra}
+    folder = tmp_path / "real"
+    folder.mkdir()
+    write_jsonl(folder / "s.jsonl", [
+        {"type": "user", "sessionId": "s", "uuid": "p1", "timestamp": "2026-05-06T20:59:00Z", "version": "2.1.90",
+         "message": {"role": "user", "content": "hello"}},
+        line(1, "2026-05-06T20:59:10Z"),
+        {"type": "attachment", "sessionId": "s", "uuid": "d1", "timestamp": "2026-05-06T21:01:21Z", "version": "2.1.90",
+         "attachment": {"type": "date_change", "newDate": "2026-05-07"}},
+        line(2, "2026-05-06T21:01:30Z"),
+    ])
+    cache = {r.name: r for r in checks.run_checks(folder).results}["cache causes"]
+    assert cache.ok, cache.failures
+    assert (cache.figures["dateNotices"], cache.figures["crossings"]) == (1, 1)
 
 
 def test_the_figures_match_the_planted_corpus(report: checks.CheckReport) -> None:
@@ -45,8 +75,9 @@ def test_each_invariant_prints_one_line_with_its_figures(report: checks.CheckRep
     lines = report.lines()
     assert len(lines) == len(NAMES)
     assert lines[0].startswith("ok   no negative count: ") and "0 with a negative count" in lines[0]
-    assert lines[-2].startswith("info formats: ")
-    assert lines[-1].startswith("info secrets: ")
+    assert lines[-3].startswith("info formats: ")
+    assert lines[-2].startswith("info secrets: ")
+    assert lines[-1].startswith("ok   cache causes: ") and "got a miss cause" in lines[-1]
 
 
 def test_the_secrets_line_counts_found_and_masked_per_kind(report: checks.CheckReport, tmp_path: Path) -> None:
