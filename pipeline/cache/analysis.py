@@ -778,9 +778,12 @@ def analyze(
     *,
     prices: PriceBook | None = None,
     inputs: dict[str, Any] | None = None,
+    left_out: dict[str, int] | None = None,
 ) -> tuple[CacheReport, pl.DataFrame]:
     """Classify once (unless ``calls`` is already classified: it has a ``cause`` column), then
-    compute every figure of the report; returns the report and the classified frame."""
+    compute every figure of the report; returns the report and the classified frame. ``left_out``
+    counts calls the caller already dropped (the warehouse's classification keeps only calls with
+    a time and a session)."""
     lf = calls.lazy()
     if config.source is not None:
         lf = lf.filter(pl.col("source") == config.source)
@@ -791,7 +794,10 @@ def analyze(
         pl.col("at").is_null().sum().alias("undated"),
         (pl.col("at").is_not_null() & pl.col("session_id").is_null()).sum().alias("no_session"),
     ).collect().row(0, named=True)
-    left_out = {"undated": int(counts["undated"]), "no_session": int(counts["no_session"])}
+    dropped = left_out or {}
+    left_out = {"undated": int(counts["undated"]) + dropped.get("undated", 0),
+                "no_session": int(counts["no_session"]) + dropped.get("no_session", 0)}
+    counts["all"] += sum(dropped.values())
     lf = lf.filter(pl.col("at").is_not_null() & pl.col("session_id").is_not_null())
     if "cause" in lf.collect_schema().names():
         classified = causes.with_period(lf.collect(), cutover=config.cutover, cutover_version=config.cutover_version)

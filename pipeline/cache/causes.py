@@ -26,7 +26,8 @@ from pipeline.errors import UsageError
 from pipeline.warehouse import cache_calls
 
 __all__ = [
-    "CAUSES", "MISS_CAUSES", "VersionCutover", "classify", "classify_warehouse", "classify_with_sql", "parse_version", "with_period",
+    "CAUSES", "MISS_CAUSES", "VersionCutover", "classify", "classify_warehouse", "classify_with_sql", "left_out_counts",
+    "parse_version", "with_period",
 ]
 
 CAUSES = cache_calls.CAUSES
@@ -148,6 +149,20 @@ def classify_warehouse(
     if source is not None:
         frame = frame.filter(pl.col("source") == source)
     return frame
+
+
+def left_out_counts(db: str | Path | None, *, source: str | None = None) -> dict[str, int]:
+    """The warehouse's calls that no classification can place: no time (``undated``), or a time
+    and no session (``no_session``); `cache_calls` leaves them out, the report counts them."""
+    from pipeline.warehouse import db as warehouse
+
+    with warehouse.reading(db) as con:
+        undated, no_session = con.execute(
+            'SELECT count(*) FILTER (WHERE "at" IS NULL), count(*) FILTER (WHERE "at" IS NOT NULL AND session_id IS NULL) '
+            "FROM llm_calls WHERE (?::VARCHAR IS NULL OR source = ?)",
+            [source, source],
+        ).fetchall()[0]
+    return {"undated": int(undated), "no_session": int(no_session)}
 
 
 def _run(con: object, *, hit_share: float, ttl_seconds: int | None, tz: str) -> pl.DataFrame:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline import config
 from pipeline.cache.analysis import CAUSES, AnalysisConfig, CacheReport, analyze, load_calls
-from pipeline.cache.causes import VersionCutover, classify_warehouse
+from pipeline.cache.causes import VersionCutover, classify_warehouse, left_out_counts
 from pipeline.cache.workload import SimulationSummary, WorkloadConfig, read_summary, simulate, write_calls
 from pipeline.calls.prices import load_prices
 from pipeline.errors import UsageError
@@ -34,9 +34,10 @@ __all__ = [
     "write_metrics",
 ]
 
-# The workload the notebook simulates when it is given neither a warehouse nor a calls file:
-# the default mix at a quarter of its size, so a run takes seconds.
-NOTEBOOK_SIMULATION = WorkloadConfig(scale=0.25)
+# The workload the notebook simulates when it is given neither a warehouse nor a calls file: the
+# default mix at a third of its size, so a run takes seconds and each before/after cell still holds
+# the 5 sessions an estimate needs (at a quarter, the crossing cells hold 4).
+NOTEBOOK_SIMULATION = WorkloadConfig(scale=0.35)
 SIMULATED_CALLS_FILE = "simulated_calls.parquet"
 METRICS_FILE = "metrics.json"
 _REPO = config.REPO
@@ -115,16 +116,18 @@ def run_report(inputs: ReportInputs) -> tuple[CacheReport, pl.DataFrame]:
     """Load the calls (the warehouse is opened read-only and closed at once), analyse, attach the
     simulation summary when the calls file carries one."""
     cfg = inputs.config
+    dropped: dict[str, int] | None = None
     if inputs.calls is None:
         # The warehouse's calls with their transcripts: the same classification as the cache_calls view.
         frame: pl.DataFrame | pl.LazyFrame = classify_warehouse(
             inputs.db, source=cfg.source, hit_share=cfg.hit_share, ttl_seconds=cfg.ttl_seconds, tz=cfg.tz
         )
+        dropped = left_out_counts(inputs.db, source=cfg.source)
     else:
         frame = load_calls(calls=inputs.calls, source=cfg.source)
     where = {"calls": inputs.calls} if inputs.calls else {"db": str(inputs.db) if inputs.db else "default warehouse"}
     prices = load_prices(inputs.prices, fallback_provider=inputs.config.provider)
-    report, classified = analyze(frame, inputs.config, prices=prices, inputs=where)
+    report, classified = analyze(frame, inputs.config, prices=prices, inputs=where, left_out=dropped)
     simulation = inputs.simulation or (read_summary(inputs.calls) if inputs.calls else None)
     if simulation is not None:
         report.simulation = simulation.model_dump(mode="json")
@@ -302,11 +305,11 @@ def closing_note(report: CacheReport, bench: dict[str, Any] | None = None) -> st
     ]
     true_effect = (report.simulation or {}).get("true_effect")
     if true_effect is not None:
-        inside = e.ci_low is not None and e.ci_high is not None and e.ci_low <= true_effect <= e.ci_high
-        parts.append(
-            f"- True effect known to the simulator: **{_num(true_effect)}** — "
-            + ("inside the interval." if inside else "outside the interval.")
-        )
+        if e.ci_low is None or e.ci_high is None:
+            where = "no interval to hold it (no estimate)."
+        else:
+            where = "inside the interval." if e.ci_low <= true_effect <= e.ci_high else "outside the interval."
+        parts.append(f"- True effect known to the simulator: **{_num(true_effect)}** — {where}")
     else:
         parts.append("- True effect: not known for these calls (not a simulated workload).")
     if report.agreement:

@@ -439,10 +439,11 @@ def _generate(n_calls: int, cfg: WorkloadConfig, scale: float) -> tuple[pl.DataF
     ttl = cfg.rules.ttl_seconds
     first = ~same
     expired = same & (gap > ttl)
-    # Causes in TRUE_CAUSES order (hit 0, cold_start 1, ttl_expiry 2, date_change 3, prefix_change 4);
-    # the earliest change in the prompt decides: memory, then the cutover's wording, then the date.
+    # Causes in TRUE_CAUSES order (hit 0, cold_start 1, ttl_expiry 2, date_change 3, prefix_change 4,
+    # compaction 5); the earliest change in the prompt decides: memory, then the cutover's wording,
+    # then the date, then a history restarted from its summary.
     cause = np.select(
-        [first, expired, mem_changed | mode_switch, date_changed, compacted], [1, 2, 4, 3, 4], default=0
+        [first, expired, mem_changed | mode_switch, date_changed, compacted], [1, 2, 4, 3, 5], default=0
     ).astype(np.int8)
     changed = np.where(first, 0, 1 + date_changed.astype(np.int8) + 2 * mem_changed.astype(np.int8)).astype(np.int8)
 

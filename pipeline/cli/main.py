@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "pipeline.cli.nightly": ("nightly",),
     "pipeline.cli.eval": ("eval",),
     "pipeline.cli.calls": ("import-calls",),
-    "pipeline.cli.cache": ("simulate", "cache-report"),
+    "pipeline.cli.cache": ("simulate", "cache-report", "cache-eval"),
     "pipeline.cli.export": ("export",),
 }
 COMMAND_MODULES = tuple(COMMANDS)

@@ -543,9 +543,10 @@ def cache_command(cache_dir: Path, db: Path, cutover: str | None, tz: str | None
     """The cache-anchoring notebook over the warehouse, writing its plots and metrics to `cache_dir`; with no
     cutover (None) every call counts as before it, and nothing marks a deployment day; `tz` is the zone of
     sessions whose transcript records none (None: the notebook's default)."""
-    return papermill_command(CACHE_NOTEBOOK, cache_dir / "cache_anchoring.ipynb",
-                             {"db": str(db.absolute()), "out_dir": str(cache_dir.absolute()), "cutover": cutover, "tz": tz},
-                             cwd=REPO)
+    params: dict[str, str | None] = {"db": str(db.absolute()), "out_dir": str(cache_dir.absolute()), "cutover": cutover}
+    if tz is not None:
+        params["tz"] = tz
+    return papermill_command(CACHE_NOTEBOOK, cache_dir / "cache_anchoring.ipynb", params, cwd=REPO)
 
 
 def _tail(text: str) -> str:

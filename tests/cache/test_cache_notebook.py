@@ -45,15 +45,16 @@ def test_parameters_cell_names_exactly_the_interface() -> None:
 @pytest.mark.slow
 def test_notebook_simulates_by_default_and_writes_plots(tmp_path: Path) -> None:
     out_dir = tmp_path / "report"
-    # The quarter-size simulation has 4 sessions in each crossing cell, one below the default
-    # floor of 5 (--min-sessions): lower it so the known effect can be checked against its interval.
-    nb = _run(tmp_path, out_dir=str(out_dir), min_sessions=4)
+    # The default simulation is sized so that each crossing cell holds the default floor of 5
+    # sessions (--min-sessions): the known effect is checked against its interval.
+    nb = _run(tmp_path, out_dir=str(out_dir))
     for name in PLOTS:
         assert (out_dir / name).stat().st_size > 5_000
     assert (out_dir / "simulated_calls.parquet").exists()
     metrics = json.loads((out_dir / "metrics.json").read_text())
     effect, true_effect = metrics["effect"], metrics["simulation"]["true_effect"]
-    assert effect["reason"] is None and effect["min_sessions"] == 4
+    assert effect["reason"] is None and effect["min_sessions"] == 5
+    assert min(effect["cell_sessions"].values()) >= 5
     assert effect["ci_low"] <= true_effect <= effect["ci_high"]
     assert metrics["agreement"]["rate"] >= 0.95
     assert sorted(Path(p).name for p in metrics["plots"]) == sorted(PLOTS)

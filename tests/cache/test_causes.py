@@ -391,15 +391,9 @@ def test_cache_report_refuses_bad_floors_and_cutovers(tmp_path: Path, capsys: py
     assert code == 2 and out == "" and err
 
 
-# --------------------------------------------------------------------------- known bugs (see the xfail reasons)
+# --------------------------------------------------------------------------- once bugs, now fixed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline bug: report.closing_note says the simulator's true effect is 'outside the interval' when there "
-    "is no estimate and no interval at all (effect below --min-sessions/--min-calls), e.g. the notebook's default "
-    "quarter-size simulation (4 sessions per crossing cell)",
-)
 def test_the_closing_note_places_no_truth_outside_an_interval_that_does_not_exist() -> None:
     from pipeline.cache.report import closing_note
 
@@ -410,12 +404,6 @@ def test_the_closing_note_places_no_truth_outside_an_interval_that_does_not_exis
     assert "outside the interval" not in note
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline bug: cache-report --db classifies with the cache_calls statement, whose base CTE drops calls "
-    "without a time or a session before analyze() can count them: report.left_out is all zeros and no note says "
-    "calls were left out (the --calls path counts them)",
-)
 def test_the_warehouse_path_counts_the_calls_it_leaves_out(tmp_path: Path) -> None:
     from pipeline.cache.report import ReportInputs, run_report
     from pipeline.warehouse import db

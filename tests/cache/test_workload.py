@@ -274,12 +274,6 @@ def test_bulk_exact_size_same_shape_and_deterministic() -> None:
     assert a.summary.true_effect is not None and 0.9 < a.summary.true_effect <= 1.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline bug: the bulk simulator (workload_bulk.py) still labels the call after a compaction "
-    "prefix_change, while the detailed simulator labels it compaction since e1f221f: bulk never yields the "
-    "TRUE_CAUSES member 'compaction'",
-)
 def test_bulk_yields_every_true_cause() -> None:
     bulk = simulate_bulk(20_000, WorkloadConfig(seed=3))
     assert {c for c, n in bulk.summary.causes.items() if n} == set(TRUE_CAUSES)

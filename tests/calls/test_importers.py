@@ -492,12 +492,6 @@ def _responses(n: int, *, dated: int = 0, with_session: bool = False) -> list[di
     return rows
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline bug: cache-report --db classifies in SQL (cache_calls.base keeps only rows with a time and a "
-    "session), so analyze() never sees the undated rows and reports 'no llm_calls rows to analyse' (exit 2) "
-    "instead of counting them in left_out (exit 1, 'none of the 10 llm_calls rows can be analysed')",
-)
 def test_missing_time_and_conversation_are_warned_with_their_meaning(db_path: Path, tmp_path: Path, capsys) -> None:
     path = write_jsonl(tmp_path / "bare.jsonl", _responses(10))
     assert main(["import-calls", str(path), "--format", "openai", "--json", "--db", str(db_path)]) == 0

@@ -272,7 +272,7 @@ def test_version(capsys) -> None:
 # Documents whose snake_case names INTERFACES.md fixes, so they stay as they are: the cache report and the
 # simulation summary (`effect`, `true_effect`, and the llm_calls column names inside), and eval's scores
 # (`borderline_only`). Every other JSON document the CLI prints uses camelCase keys.
-FIXED_NAMES = ("simulate", "cache-report", "eval")
+FIXED_NAMES = ("simulate", "cache-report", "cache-eval", "eval")
 
 
 def test_every_json_document_uses_camel_case_keys(samples_copy: Path, tmp_path: Path, capsys) -> None:
@@ -329,11 +329,16 @@ def test_cache_report_of_claude_code_transcripts_without_cutover(tmp_path: Path,
     assert code == 0 and isinstance(doc, dict)
     assert doc["effect"]["estimate"] is None and doc["inputs"]["cutover"] is None
     cost = doc["cost"]
-    # Sonnet 4.5: 1-hour write $6 / MTok, 5-minute write $3.75, input $3
-    assert cost["by_cause"]["cold_start"]["spend_usd"] == pytest.approx((100_000 * 6 + 10 * 3) / 1e6)
-    assert cost["by_cause"]["ttl_expiry"]["spend_usd"] == pytest.approx((100_000 * 3.75 + 10 * 3) / 1e6)
+    # Sonnet 4.5: 1-hour write $6 / MTok, 5-minute write $3.75, input $3, output $15; spend is at list
+    # price, output included
+    assert cost["by_cause"]["cold_start"]["spend_usd"] == pytest.approx((100_000 * 6 + 10 * 3 + 5 * 15) / 1e6)
+    assert cost["by_cause"]["cold_start"]["cache_write_1h_usd"] == pytest.approx(100_000 * 6 / 1e6)
+    assert cost["by_cause"]["ttl_expiry"]["spend_usd"] == pytest.approx((100_000 * 3.75 + 10 * 3 + 5 * 15) / 1e6)
+    assert cost["by_cause"]["ttl_expiry"]["cache_write_5m_usd"] == pytest.approx(100_000 * 3.75 / 1e6)
     assert cost["write_split"]["write_1h_tokens"] == 100_000 and cost["write_split"]["calls_unsplit"] == 0
-    assert any(n.startswith("no cutover date given") for n in doc["notes"])
+    # two hours after a 1-hour write: beyond the TTL in force
+    assert doc["causes"]["ttl_expiry"]["calls"] == 1
+    assert any(n.startswith("no cutover given") for n in doc["notes"])
 
 
 def test_the_nightly_summary_is_the_commands_output_on_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

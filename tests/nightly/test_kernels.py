@@ -57,6 +57,8 @@ def commands(tmp: Path) -> list[tuple[Path, list[str], dict[str, Parameter]]]:
          {"db": str(wh), "run_id": "12345", "run_dir": str(tmp), "note": "True", "corpus": str(tmp / "corpus")}),
         (driver.CACHE_NOTEBOOK, driver.cache_command(cache_dir, wh, None),  # no cutover configured
          {"db": str(wh), "out_dir": str(cache_dir), "cutover": None}),
+        (driver.CACHE_NOTEBOOK, driver.cache_command(cache_dir, wh, None, "America/Denver"),  # nightly --tz
+         {"db": str(wh), "out_dir": str(cache_dir), "cutover": None, "tz": "America/Denver"}),
     ]
 
 
