@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "pipeline.cli.calls": ("import-calls",),
     "pipeline.cli.cache": ("simulate", "cache-report"),
     "pipeline.cli.export": ("export",),
+    "pipeline.cli.usage": ("usage",),
 }
 COMMAND_MODULES = tuple(COMMANDS)
 
