@@ -1,21 +1,14 @@
-"""Warehouse verbs: ingest, sql, sessions, search, read, check-real."""
+"""Warehouse verbs: ingest, sessions, read, check-real (`sql` and `search` have modules of their own)."""
 
 from __future__ import annotations
 
 import argparse
-import csv
-import os
-import re
 import shlex
 import sys
-from typing import Any
-
-import duckdb
 
 from pipeline.cli.main import add_db, add_json, add_wait, print_json
+from pipeline.cli.sql import table as _table
 from pipeline.consolidator import tools
-from pipeline.display import plain
-from pipeline.errors import UsageError
 from pipeline.warehouse import db
 
 DEFAULT_REAL = "../shared/real-transcripts"
@@ -35,17 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser(
-        "sql", help="run a SQL query against the warehouse (read-only)",
-        description="Run one SQL query on a read-only connection. Tables and views: sessions, lines, messages, "
-        "tool_calls, tool_results, usage, llm_calls, memories, tasks, watermarks, ingest_problems.",
-    )
-    p.add_argument("query", metavar="QUERY", help='e.g. "SELECT * FROM usage LIMIT 5" (quote it for the shell)')
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default table)")
-    p.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
-    add_db(p)
-    p.set_defaults(func=cmd_sql)
-
-    p = sub.add_parser(
         "sessions", help="list sessions: span, prompts, turns, lines, linked memories, where the next night starts",
         description="One entry per session (the list_sessions tool's shape with --json).",
     )
@@ -53,23 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_sessions)
-
-    p = sub.add_parser(
-        "search", help="literal, case-sensitive search in one session's transcript",
-        description="Every occurrence of PHRASE in one session, as typed: no regex, no wildcards, case-sensitive. "
-        "`total` counts every occurrence even when the listing is cut. A phrase that starts with '-' goes "
-        "after '--': pipeline search -- SESSION_ID '-m pytest'.",
-    )
-    p.add_argument("session_id", metavar="SESSION_ID", help="from `pipeline sessions`")
-    p.add_argument("phrase", metavar="PHRASE", help="the exact text to find")
-    p.add_argument("--max-hits", type=int, default=tools.MAX_HITS, metavar="N",
-                   help=f"occurrences listed (default {tools.MAX_HITS})")
-    p.add_argument("--context", type=int, default=tools.CONTEXT_CHARS, metavar="N",
-                   help=f"characters shown each side (default {tools.CONTEXT_CHARS})")
-    _add_redact(p)
-    add_db(p)
-    add_json(p)
-    p.set_defaults(func=cmd_search)
 
     p = sub.add_parser(
         "read", help="print lines START..END of one session",
@@ -130,63 +95,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
-def cmd_sql(args: argparse.Namespace) -> int:
-    args.json = args.format == "json"  # an error is then a JSON document too
-    with db.reading(args.db) as con:
-        try:
-            cur = con.execute(args.query)
-        except Exception as exc:  # duckdb raises many classes; all are the user's query
-            raise UsageError(f"the query failed: {exc}{_query_hint(con, exc, args.query)}") from exc
-        columns = [d[0] for d in cur.description or []]
-        rows = cur.fetchall()
-    if args.format == "json":
-        print_json([dict(zip(columns, r, strict=True)) for r in rows])
-    elif args.format == "csv":
-        w = csv.writer(sys.stdout, lineterminator="\n")  # shell pipelines expect \n, not CRLF
-        w.writerow(columns)
-        w.writerows([[plain(v) for v in r] for r in rows])
-    else:
-        _table(columns, rows)
-    return 0
-
-
-def _query_hint(con: Any, exc: Exception, query: str) -> str:
-    """What DuckDB's message leaves out for an analyst: the warehouse's own tables and views (DuckDB
-    suggests its catalog's), and which of the warehouse's column names must be double-quoted."""
-    try:
-        if isinstance(exc, duckdb.CatalogException) and "does not exist" in str(exc):
-            names = [r[0] for r in con.execute(
-                "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
-                "UNION SELECT view_name FROM duckdb_views() WHERE schema_name = 'main' AND NOT internal ORDER BY 1"
-            ).fetchall()]
-            return "\nthe warehouse's tables and views: " + ", ".join(names)
-        if isinstance(exc, duckdb.ParserException):
-            keywords = [r[0] for r in con.execute(
-                "SELECT DISTINCT k.keyword_name FROM duckdb_keywords() k JOIN duckdb_columns() c "
-                "ON c.column_name = k.keyword_name WHERE c.schema_name = 'main' AND k.keyword_category <> 'unreserved'"
-            ).fetchall()]
-            bare = [k for k in keywords if re.search(rf'(?<!["\w.]){re.escape(k)}(?![\w"])', query, re.IGNORECASE)]
-            if bare:
-                return "\n" + ", ".join(f'`{k}`' for k in bare) + " is a SQL keyword: write the column as " + \
-                    ", ".join(f'"{k}"' for k in bare) + " (in double quotes)"
-    except duckdb.Error:
-        pass
-    return ""
-
-
-def _table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(*columns, show_lines=False)
-    for r in rows:
-        table.add_row(*["" if v is None else str(plain(v)) for v in r])
-    # A terminal's own width; piped output is not wrapped at 80 columns unless COLUMNS says so.
-    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
-    Console(width=width).print(table)
-    sys.stderr.write(f"{len(rows)} rows\n")
-
-
 def cmd_sessions(args: argparse.Namespace) -> int:
     with db.reading(args.db) as con:
         if args.pending:
@@ -204,20 +112,6 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         return 0
     cols = ["sessionId", "slug", "firstAt", "lastAt", "prompts", "turns", "lineCount", "newFromLine"]
     _table([*cols, "memories"], [(*tuple(e[c] for c in cols), len(e["linkedMemories"])) for e in entries])
-    return 0
-
-
-def cmd_search(args: argparse.Namespace) -> int:
-    with db.reading(args.db) as con:
-        result = tools.search_transcript(con, args.session_id, args.phrase, max_hits=args.max_hits,
-                                         context=args.context, redact=args.redact)
-    if args.json:
-        print_json(result)
-        return 0
-    for h in result["hits"]:
-        sys.stdout.write(f"{h['line']}:{h['column']}: …{h['before']}[{h['match']}]{h['after']}…\n")
-    more = " (listing truncated)" if result["truncated"] else ""
-    sys.stderr.write(f"{result['total']} occurrence(s) in {args.session_id}{more}\n")
     return 0
 
 
