@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "pipeline.cli.warehouse": ("ingest", "sessions", "read", "check-real"),
     "pipeline.cli.sql": ("sql",),
     "pipeline.cli.search": ("search",),
+    "pipeline.cli.show": ("show",),
     "pipeline.cli.consolidate": ("consolidate", "check-answer"),
     "pipeline.cli.corpus": ("apply", "memories", "tasks"),
     "pipeline.cli.nightly": ("nightly",),
