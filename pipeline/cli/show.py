@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from pipeline.cli.main import add_db
+from pipeline.cli.main import add_db, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--markdown", action="store_true", help="print Markdown instead")
     out.add_argument("--html", metavar="FILE", help="write a self-contained HTML page to FILE")
+    out.add_argument("--json", action="store_true", help="print the entries as one JSON document (nothing folded)")
     add_db(p)
     p.set_defaults(func=cmd_show)
 
@@ -42,6 +43,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise UsageError("--fold must be 0 or more")
     with db.reading(args.db) as con:
         conv = conversation(con, args.session_id, args.start, args.end)
+    if args.json:
+        print_json(conv.to_json())
+        return 0
     if args.html:
         from pipeline.show.page import conversation_html
 

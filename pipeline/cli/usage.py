@@ -61,14 +61,17 @@ def _print(report: dict[str, Any], kind: str, breakdown: bool) -> None:
     key = "sessions" if kind == "session" else kind
     rows = report[key]
     first = "session" if kind == "session" else ("block start (UTC)" if kind == "blocks" else kind.removesuffix("ly").replace("dai", "day"))
-    table = Table(first, "models", "input", "cache write", "cache read", "output", "total tokens", "cost (USD)")
+    table = Table(first, "models")
+    for name in ("input", "cache write", "cache read", "output", "total tokens", "cost (USD)"):
+        table.add_column(name, justify="right")
     for r in rows:
-        table.add_row(r.get("sessionId") or r["period"], ", ".join(r["modelsUsed"]),
+        models = f"{len(r['modelsUsed'])} model(s)" if breakdown and len(r["modelsUsed"]) > 1 else ", ".join(r["modelsUsed"])
+        table.add_row(r.get("sessionId") or r["period"], models,
                       *(_n(r[k]) for k in ("inputTokens", "cacheCreationTokens", "cacheReadTokens", "outputTokens", "totalTokens")),
                       f"{r['totalCost']:.2f}")
         if breakdown:
             for m in r["modelBreakdowns"]:
-                table.add_row(f"  └ {m['modelName']}", "", *(_n(m[k]) for k in ("inputTokens", "cacheCreationTokens",
+                table.add_row("", f"└ {m['modelName']}", *(_n(m[k]) for k in ("inputTokens", "cacheCreationTokens",
                               "cacheReadTokens", "outputTokens")), _n(sum(m[k] for k in ("inputTokens", "cacheCreationTokens",
                               "cacheReadTokens", "outputTokens"))), f"{m['cost']:.2f}", style="dim")
     t = report["totals"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from typing import Any
 
-from pipeline.cli.main import add_db, add_json, add_wait, print_json
-from pipeline.cli.sql import table as _table
+from pipeline.cli.main import add_db, add_json, add_wait, positive_int, print_json
 from pipeline.consolidator import tools
+from pipeline.errors import UsageError
 from pipeline.warehouse import db
 
 DEFAULT_REAL = "../shared/real-transcripts"
@@ -28,10 +29,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser(
-        "sessions", help="list sessions: span, prompts, turns, lines, linked memories, where the next night starts",
-        description="One entry per session (the list_sessions tool's shape with --json).",
+        "sessions", help="list sessions: project, span, models, harness, prompts, turns, tool calls, tokens, cost",
+        description="One row per session, filtered, sorted and cut as asked: project, format, span, models, harness "
+        "versions, prompts (what the user typed), turns (model responses; README, Turns), tool calls, tokens by kind "
+        "and list-price cost (a subagent's own calls; `pipeline usage session` counts them with the parent), line "
+        "count, where the next night starts and linked memories. With --json: the list_sessions tool's shape, "
+        "with those columns added.",
     )
     p.add_argument("--pending", action="store_true", help="only what the next night will offer")
+    p.add_argument("--project", metavar="P", help="only sessions of this project (slug, or the cwd)")
+    p.add_argument("--since", metavar="D", help="only sessions active on this UTC day or later (YYYY-MM-DD)")
+    p.add_argument("--until", metavar="D", help="only sessions active on this UTC day or earlier")
+    p.add_argument("--format", choices=("claude-code", "codex", "jsonl"), metavar="F",
+                   help="only sessions of this format: claude-code, codex, jsonl")
+    p.add_argument("--sort", metavar="COLUMN", help="sort by this column (its --json name, e.g. lastAt, cost, "
+                   "totalTokens, turns; smallest first)")
+    p.add_argument("--desc", action="store_true", help="with --sort: largest first")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="at most N sessions")
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_sessions)
@@ -95,7 +109,22 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
+def _day(text: str | None, flag: str) -> Any:
+    import datetime as dt
+
+    if text is None:
+        return None
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not a day: write YYYY-MM-DD") from None
+
+
 def cmd_sessions(args: argparse.Namespace) -> int:
+    from pipeline.warehouse.session_table import SessionFilter, session_table
+
+    flt = SessionFilter(project=args.project, since=_day(args.since, "--since"), until=_day(args.until, "--until"),
+                        format=args.format)
     with db.reading(args.db) as con:
         if args.pending:
             from pipeline.consolidator import pending
@@ -103,16 +132,65 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             entries = pending.pending_sessions(con)
         else:
             entries = tools.list_sessions(con, redact=False)
+        entries = session_table(con, entries, flt, sort=args.sort, descending=args.desc, limit=args.limit)
     if args.json:
         print_json(entries)
         return 0
     if not entries:
-        sys.stdout.write("nothing pending: every session's lines have been read by a night\n" if args.pending
+        filtered = any(v is not None for v in (args.project, args.since, args.until, args.format))
+        sys.stdout.write("no session matches these filters\n" if filtered else
+                         "nothing pending: every session's lines have been read by a night\n" if args.pending
                          else "no sessions yet: run `pipeline ingest PATH` first\n")
         return 0
-    cols = ["sessionId", "slug", "firstAt", "lastAt", "prompts", "turns", "lineCount", "newFromLine"]
-    _table([*cols, "memories"], [(*tuple(e[c] for c in cols), len(e["linkedMemories"])) for e in entries])
+    _sessions_table(entries, pending=args.pending)
     return 0
+
+
+def _minute(at: str | None) -> str:
+    return at[:16].replace("T", " ") if at else ""
+
+
+def _sessions_table(entries: list[dict[str, Any]], *, pending: bool) -> None:
+    import os
+
+    from rich.console import Console
+    from rich.table import Table
+
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 220
+    console = Console(width=width)
+    memories = any(e["linkedMemories"] for e in entries)
+    counts = ("prompts", "turns", "tools", "tokens", "cost $", "lines", *(("next",) if pending else ()), *(("mem",) if memories else ()))
+
+    def build(with_project: bool, with_models: bool) -> Table:
+        table = Table(show_lines=False)
+        table.add_column("sessionId", no_wrap=True)
+        if with_project:
+            table.add_column("project", max_width=28, overflow="ellipsis", no_wrap=True)
+        table.add_column("first (UTC)", no_wrap=True)
+        if with_models:
+            table.add_column("models", max_width=28)
+        table.add_column("harness", no_wrap=True)
+        for name in counts:
+            table.add_column(name, justify="right", no_wrap=True)
+        for e in entries:
+            versions = e["harnessVersions"]
+            harness = versions[-1] + (f" +{len(versions) - 1}" if len(versions) > 1 else "") if versions else ""
+            cost = f"{e['cost']:.2f}" + ("" if e["costComplete"] else "+")  # + : some calls have no known price
+            table.add_row(e["sessionId"], *((e["slug"] or "",) if with_project else ()), _minute(e["firstAt"]),
+                          *((", ".join(e["models"]),) if with_models else ()), harness,
+                          str(e["prompts"]), str(e["turns"]), str(e["toolCalls"]), f"{e['totalTokens']:,}", cost,
+                          str(e["lineCount"]), *((str(e["newFromLine"]),) if pending else ()),
+                          *((str(len(e["linkedMemories"])),) if memories else ()))
+        return table
+
+    # A narrow terminal loses the models, then the project (both are in --json), never an id or a count.
+    for with_project, with_models in ((True, True), (True, False), (False, False)):
+        table = build(with_project, with_models)
+        if console.measure(table, options=console.options.update(max_width=100_000)).maximum <= console.width or not with_project:
+            break
+    console.print(table)
+    unpriced = " (cost +: some calls' model has no known list price)" if any(not e["costComplete"] for e in entries) else ""
+    sys.stderr.write(f"{len(entries)} session(s){unpriced}; every column, and the last time, with --json\n")
 
 
 def cmd_read(args: argparse.Namespace) -> int:

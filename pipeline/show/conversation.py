@@ -52,6 +52,15 @@ class Conversation:
     parent_session_id: str | None = None
     items: list[Item] = field(default_factory=list)
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sessionId": self.session_id, "slug": self.slug, "format": self.format, "cwd": self.cwd,
+            "firstAt": self.first_at, "lastAt": self.last_at, "lineCount": self.line_count, "start": self.start,
+            "end": self.end, "parentSessionId": self.parent_session_id,
+            "items": [{"line": i.line_no, "at": i.at, "kind": i.kind, "label": i.label, "text": i.text,
+                       "status": i.status or None, "sessionLink": i.session_link} for i in self.items],
+        }
+
 
 def _iso(value: Any) -> str | None:
     if value is None:

@@ -65,6 +65,7 @@ class Call:
     at: dt.datetime  # UTC
     local: dt.datetime
     session: str  # the session as ccusage groups it
+    own: str  # the warehouse session the call is recorded in
     project: str | None
     source: str
     model: str
@@ -76,7 +77,7 @@ def _calls(con: duckdb.DuckDBPyConnection, flt: UsageFilter) -> list[Call]:
     sources = [flt.source] if flt.source else list(USAGE_SOURCES)
     rows = con.execute(
         """
-        SELECT c."at", coalesce(CASE WHEN s.format = 'claude-code' AND p.session_id IS NOT NULL
+        SELECT c."at", c.session_id, coalesce(CASE WHEN s.format = 'claude-code' AND p.session_id IS NOT NULL
                                      THEN s.parent_session_id END, c.session_id) AS grouped,
                coalesce(p.slug, s.slug) AS slug, c.source, coalesce(c.model, 'unknown') AS model,
                c.prompt_tokens, c.cached_tokens, c.cache_write_tokens, c.completion_tokens,
@@ -94,7 +95,7 @@ def _calls(con: duckdb.DuckDBPyConnection, flt: UsageFilter) -> list[Call]:
 
     book = PriceBook()
     out: list[Call] = []
-    for at, session, slug, source, model, prompt, cached, written, completion, written_1h in rows:
+    for at, own, session, slug, source, model, prompt, cached, written, completion, written_1h in rows:
         if flt.project is not None and slug != flt.project:
             continue
         local = at.astimezone(zone)
@@ -104,7 +105,7 @@ def _calls(con: duckdb.DuckDBPyConnection, flt: UsageFilter) -> list[Call]:
         uncached = max(0, (prompt or 0) - cached_n - written_n)
         price = book.price(model, source=source, when=at)
         cost = call_cost(price, prompt, cached, written, completion, written_1h=written_1h)
-        out.append(Call(at, local, session or "(none)", slug, source, model,
+        out.append(Call(at, local, session or "(none)", own or "(none)", slug, source, model,
                         (uncached, written_n, cached_n, completion or 0), cost))
     return out
 
@@ -136,6 +137,11 @@ class _Sum:
             for name, m in sorted(self.models.items(), key=lambda kv: -kv[1][4])
         ] if breakdown else []
         return out
+
+
+def calls(con: duckdb.DuckDBPyConnection, flt: UsageFilter | None = None) -> list[Call]:
+    """Every call the filter selects, with its tokens by kind and its list-price cost (None: no price known)."""
+    return _calls(con, flt or UsageFilter())
 
 
 def _grouped(calls: Sequence[Call], key: Callable[[Call], str]) -> dict[str, tuple[_Sum, list[Call]]]:
