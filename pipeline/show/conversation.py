@@ -52,6 +52,14 @@ class Conversation:
     parent_session_id: str | None = None
     items: list[Item] = field(default_factory=list)
 
+    def empty_note(self) -> str | None:
+        """What to say when the lines hold nothing a reader needs (metadata, file snapshots, token counts)."""
+        if self.items:
+            return None
+        if not self.line_count:
+            return "this session has no complete line yet"
+        return f"lines {self.start}–{self.end} hold no message, tool call or result (metadata only: pipeline read shows them)"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "sessionId": self.session_id, "slug": self.slug, "format": self.format, "cwd": self.cwd,
@@ -95,7 +103,7 @@ def _compaction(rec: Any, fmt: str) -> str | None:
         how = f" ({meta.get('trigger')}, {meta.get('preTokens'):,} tokens before)" if isinstance(meta.get("preTokens"), int) else ""
         return f"conversation compacted{how}"
     if fmt == CODEX:
-        payload = rec.get("payload") if isinstance(rec.get("payload"), dict) else {}
+        payload: dict[str, Any] = rec["payload"] if isinstance(rec.get("payload"), dict) else {}
         if rec.get("type") == "compacted":
             return "conversation compacted (the history was replaced by a summary)"
         if rec.get("type") == "event_msg" and payload.get("type") == "context_compacted":
@@ -109,7 +117,7 @@ def _subagent(rec: Any) -> dict[str, str]:
     message = rec.get("message") if isinstance(rec, dict) else None
     for block in (message or {}).get("content") or [] if isinstance(message, dict) else []:
         if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in SUBAGENT_TOOLS:
-            inp = block.get("input") if isinstance(block.get("input"), dict) else {}
+            inp: dict[str, Any] = block["input"] if isinstance(block.get("input"), dict) else {}
             kind = inp.get("subagent_type") or "subagent"
             out[str(block.get("id"))] = f"{kind}: {inp.get('description') or ''}".strip(": ")
     return out
@@ -134,6 +142,8 @@ def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | N
     fmt, slug, cwd, first_at, last_at, line_count, parent = meta
     lo = 1 if start is None else start
     hi = int(line_count) if end is None else end
+    if end is None and start is None and not line_count:  # a file with no complete line yet
+        return Conversation(session_id, slug, fmt, cwd, _iso(first_at), _iso(last_at), 0, 1, 0, parent)
     if lo < 1 or hi < lo:
         raise UsageError(f"bad range {lo}..{hi}: lines are numbered from 1 and TO must be ≥ FROM")
     if line_count and lo > line_count:

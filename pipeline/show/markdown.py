@@ -31,6 +31,8 @@ def conversation_markdown(conv: Conversation, *, hit: str | None = None, fold_li
     if conv.parent_session_id:
         out.append(f"- started from `{conv.parent_session_id}`")
     out.append("")
+    if conv.empty_note():
+        out += [f"*{conv.empty_note()}*", ""]
     for item in conv.items:
         out.extend(_item(item, hit, fold_lines))
     return "\n".join(out).rstrip() + "\n"

@@ -96,7 +96,8 @@ def conversation_html(conv: Conversation, *, hit: str | None = None, fold_lines:
     if hit:
         rows.append(("highlighted", f"<mark>{_e(hit)}</mark>"))
     meta = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    items = "".join(_item(i, hit, fold_lines) for i in conv.items)
+    note = conv.empty_note()
+    items = "".join(_item(i, hit, fold_lines) for i in conv.items) or f'<li class="marker">{_e(note)}</li>'
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>session {_e(conv.session_id)}</title><style>{CSS}</style></head>"

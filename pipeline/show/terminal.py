@@ -32,6 +32,8 @@ def print_conversation(conv: Conversation, console: Console, *, hit: str | None 
     if conv.parent_session_id:
         head.append(f"\nstarted from {conv.parent_session_id} (pipeline show {conv.parent_session_id})", style="dim")
     console.print(head)
+    if conv.empty_note():
+        console.print(Text(conv.empty_note() or "", style="italic"))
     for item in conv.items:
         _item(item, console, hit, fold_lines)
 
