@@ -159,6 +159,17 @@ def _version() -> str:
         return "(not installed)"
 
 
+class _VersionAction(argparse.Action):
+    """`--version`, looked up only when asked for (reading the package metadata costs a command's start-up)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kw: Any) -> None:
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
+        parser.exit(0)
+
+
 def _verb_in(argv: Sequence[str]) -> str | None:
     """The verb of a command line, when it can be told without parsing (global --db skipped)."""
     args = iter(argv)
@@ -174,7 +185,7 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     """The parser for `argv`: with only the module of its verb when that is known, else with all."""
     parser = Parser(prog="pipeline", description="Agent transcripts → DuckDB warehouse → memory corpus; cache analytics.")
     parser.add_argument("--db", dest="global_db", metavar="FILE", help=argparse.SUPPRESS)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
     verb = _verb_in(argv) if argv is not None else None
     owners = [m for m, verbs in COMMANDS.items() if verb in verbs]
