@@ -131,3 +131,22 @@ def test_total_is_str_count_over_every_line(wh: Path, phrase: str) -> None:
         got = search_all(con, phrase, limit=0)
         want = sum(t.count(phrase) for (t,) in con.execute("SELECT text FROM lines").fetchall())
     assert got["total"] == want and got["hits"] == []
+
+
+def test_redact_masks_a_secret_near_a_hit_and_leaves_the_rest_decoded(warehouse, tmp_path: Path) -> None:
+    import random
+    import string
+
+    key = "sk_live_51" + "".join(random.Random(3).choices(string.ascii_letters + string.digits, k=30))
+    f = write_jsonl(tmp_path / "p" / "S.jsonl", [
+        {"type": "user", "sessionId": "S", "cwd": "/x", "timestamp": "2026-10-01T10:00:00.000Z",
+         "message": {"role": "user", "content": f"the key provided: {key} fails"}},
+        {"type": "user", "sessionId": "S", "cwd": "/x", "timestamp": "2026-10-01T10:00:01.000Z",
+         "message": {"role": "user", "content": "nothing secret here:\nit fails"}},
+    ])
+    ingest.ingest(warehouse, [f])
+    raw = search_all(warehouse, "fails")["hits"]
+    masked = search_all(warehouse, "fails", redact=True)["hits"]
+    assert key in raw[0]["before"] and key not in json.dumps(masked)
+    assert "[REDACTED:stripe-key]" in masked[0]["before"]
+    assert masked[1] == raw[1] and masked[1]["before"].endswith("here:\nit ")  # no secret near: decoded as usual
