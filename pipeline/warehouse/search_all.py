@@ -82,25 +82,12 @@ def line_time(rec: Any) -> str | None:
     return str(value) if isinstance(value, str) else None
 
 
+_STRING = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"', re.DOTALL)  # the unrolled loop: fast on long values
+
+
 def _string_spans(text: str) -> list[tuple[int, int]]:
     """The JSON string literals of a line, as (start, end) of their content (quotes excluded)."""
-    spans: list[tuple[int, int]] = []
-    i, n = 0, len(text)
-    while True:
-        i = text.find('"', i)
-        if i < 0:
-            return spans
-        j = i + 1
-        while j < n:
-            c = text[j]
-            if c == "\\":
-                j += 2
-                continue
-            if c == '"':
-                break
-            j += 1
-        spans.append((i + 1, min(j, n)))
-        i = j + 1
+    return [m.span(1) for m in _STRING.finditer(text)]
 
 
 def _decode_from(text: str, s: int, lo: int, start: int) -> str | None:
