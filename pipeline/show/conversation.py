@@ -156,9 +156,22 @@ def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | N
         "ORDER BY line_no", [session_id, lo, hi]).fetchall():
         statuses.setdefault(line_no, []).append(_status(is_error, exit_code, rejected))
     # Sessions started from this one (Claude Code subagents, Codex spawned rollouts), placed at their first line's time.
-    children = [(_iso(a), sid, n) for sid, a, n in con.execute(
-        "SELECT session_id, first_at, line_count FROM sessions WHERE parent_session_id = ? ORDER BY first_at NULLS LAST, session_id",
-        [session_id]).fetchall()]
+    # A Claude Code subagent file may open with a copy of the parent's lines (same uuids, the parent's
+    # times): it starts at its first line of its own.
+    children = [(_iso(a), sid, n) for sid, n, a in con.execute(
+        """
+        WITH own AS (
+            SELECT c.session_id, c.line_count, CASE WHEN json_valid(k.text) THEN k.text END AS rec
+            FROM sessions c JOIN lines k ON k.session_id = c.session_id WHERE c.parent_session_id = $id
+        ), parent AS (
+            SELECT json_extract_string(text, '$.uuid') AS uuid FROM lines
+            WHERE session_id = $id AND json_valid(text) AND json_extract_string(text, '$.uuid') IS NOT NULL
+        )
+        SELECT session_id, line_count, min(TRY_CAST(json_extract_string(rec, '$.timestamp') AS TIMESTAMPTZ)) AS started
+        FROM own WHERE rec IS NOT NULL
+          AND (json_extract_string(rec, '$.uuid') IS NULL OR json_extract_string(rec, '$.uuid') NOT IN (SELECT uuid FROM parent))
+        GROUP BY ALL ORDER BY started NULLS LAST, session_id
+        """, {"id": session_id}).fetchall()]
     # What the harness wrote in the user's name (injected context, notices) is not a prompt: shown folded.
     prompts = dict(con.execute(
         "SELECT line_no, bool_or(is_prompt) FROM messages WHERE session_id = ? AND role = 'user' AND line_no BETWEEN ? AND ? "

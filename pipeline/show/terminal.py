@@ -40,7 +40,12 @@ def print_conversation(conv: Conversation, console: Console, *, hit: str | None 
 
 def _item(item: Item, console: Console, hit: str | None, fold_lines: int) -> None:
     if item.kind == "marker":
-        console.rule(Text(f" {item.label}: {item.text} ", style=STYLES["marker"]), style="blue")
+        title = f" {item.label}: {item.text} "
+        if len(title) + 8 <= console.width:
+            console.rule(Text(title, style=STYLES["marker"]), style="blue")
+        else:  # a rule would cut its title (an id, a command): the marker gets a line of its own
+            console.rule(style="blue")
+            console.print(Text(title.strip(), style=STYLES["marker"]), overflow="fold")
         return
     line = Text()
     line.append(f"{item.line_no:>5} ", style="dim")
