@@ -16,8 +16,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
 from pipeline.display import plain
 from pipeline.errors import PipelineError
 
@@ -26,7 +24,10 @@ from pipeline.errors import PipelineError
 # all (pydantic models, the consolidator, the importers) cost more than a whole re-ingest of a
 # few changed files. tests/cli/test_cli.py checks this table against what the modules register.
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "pipeline.cli.warehouse": ("ingest", "sql", "sessions", "search", "read", "check-real"),
+    "pipeline.cli.warehouse": ("ingest", "sessions", "read", "check-real"),
+    "pipeline.cli.sql": ("sql",),
+    "pipeline.cli.search": ("search",),
+    "pipeline.cli.show": ("show",),
     "pipeline.cli.consolidate": ("consolidate", "check-answer"),
     "pipeline.cli.corpus": ("apply", "memories", "tasks"),
     "pipeline.cli.nightly": ("nightly",),
@@ -34,6 +35,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "pipeline.cli.calls": ("import-calls",),
     "pipeline.cli.cache": ("simulate", "cache-report", "cache-eval"),
     "pipeline.cli.export": ("export",),
+    "pipeline.cli.usage": ("usage",),
 }
 COMMAND_MODULES = tuple(COMMANDS)
 
@@ -157,6 +159,17 @@ def _version() -> str:
         return "(not installed)"
 
 
+class _VersionAction(argparse.Action):
+    """`--version`, looked up only when asked for (reading the package metadata costs a command's start-up)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kw: Any) -> None:
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
+        parser.exit(0)
+
+
 def _verb_in(argv: Sequence[str]) -> str | None:
     """The verb of a command line, when it can be told without parsing (global --db skipped)."""
     args = iter(argv)
@@ -172,7 +185,7 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     """The parser for `argv`: with only the module of its verb when that is known, else with all."""
     parser = Parser(prog="pipeline", description="Agent transcripts → DuckDB warehouse → memory corpus; cache analytics.")
     parser.add_argument("--db", dest="global_db", metavar="FILE", help=argparse.SUPPRESS)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
     verb = _verb_in(argv) if argv is not None else None
     owners = [m for m, verbs in COMMANDS.items() if verb in verbs]
@@ -181,7 +194,13 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     return parser
 
 
-def _validation_message(exc: ValidationError) -> str:
+def _validation_error(exc: BaseException) -> bool:
+    """A pydantic ValidationError, told without importing pydantic (a verb that never loaded it raised none)."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(exc, pydantic.ValidationError)
+
+
+def _validation_message(exc: Any) -> str:
     parts = []
     for err in exc.errors()[:5]:
         where = ".".join(str(p) for p in err["loc"]) or "value"
@@ -199,6 +218,9 @@ def _fail(args: argparse.Namespace, message: str, code: int) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     _argv[:] = argv
+    if argv[:1] == ["--version"]:  # answered before any verb's module is imported
+        sys.stdout.write(f"pipeline {_version()}\n")
+        return 0
     parser = build_parser(argv)
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -216,8 +238,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = args.func(args)
     except PipelineError as exc:
         return _fail(args, str(exc), exc.exit_code)
-    except ValidationError as exc:  # options checked by a pydantic model at the library boundary
-        return _fail(args, f"invalid option: {_validation_message(exc)}", 2)
     except BrokenPipeError:
         # the reader (`| head`) went away: stop quietly, as other Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -228,4 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+    except Exception as exc:
+        if _validation_error(exc):  # options checked by a pydantic model at the library boundary
+            return _fail(args, f"invalid option: {_validation_message(exc)}", 2)
+        raise
     return int(result or 0)

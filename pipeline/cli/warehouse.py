@@ -1,20 +1,14 @@
-"""Warehouse verbs: ingest, sql, sessions, search, read, check-real."""
+"""Warehouse verbs: ingest, sessions, read, check-real (`sql` and `search` have modules of their own)."""
 
 from __future__ import annotations
 
 import argparse
-import csv
-import os
-import re
 import shlex
 import sys
 from typing import Any
 
-import duckdb
-
-from pipeline.cli.main import add_db, add_json, add_wait, print_json
+from pipeline.cli.main import add_db, add_json, add_wait, positive_int, print_json
 from pipeline.consolidator import tools
-from pipeline.display import plain
 from pipeline.errors import UsageError
 from pipeline.warehouse import db
 
@@ -35,41 +29,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser(
-        "sql", help="run a SQL query against the warehouse (read-only)",
-        description="Run one SQL query on a read-only connection. Tables and views: sessions, lines, messages, "
-        "tool_calls, tool_results, usage, llm_calls, memories, tasks, watermarks, ingest_problems.",
-    )
-    p.add_argument("query", metavar="QUERY", help='e.g. "SELECT * FROM usage LIMIT 5" (quote it for the shell)')
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default table)")
-    p.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
-    add_db(p)
-    p.set_defaults(func=cmd_sql)
-
-    p = sub.add_parser(
-        "sessions", help="list sessions: span, prompts, turns, lines, linked memories, where the next night starts",
-        description="One entry per session (the list_sessions tool's shape with --json).",
+        "sessions", help="list sessions: project, span, models, harness, prompts, turns, tool calls, tokens, cost",
+        description="One row per session, filtered, sorted and cut as asked: project, format, span, models, harness "
+        "versions, prompts (what the user typed), turns (model responses; README, Turns), tool calls, tokens by kind "
+        "and list-price cost (a subagent's own calls; `pipeline usage session` counts them with the parent), line "
+        "count, where the next night starts and linked memories. With --json: the list_sessions tool's shape, "
+        "with those columns added.",
     )
     p.add_argument("--pending", action="store_true", help="only what the next night will offer")
+    p.add_argument("--project", metavar="P", help="only sessions of this project (slug, or the cwd)")
+    p.add_argument("--since", metavar="D", help="only sessions active on this UTC day or later (YYYY-MM-DD)")
+    p.add_argument("--until", metavar="D", help="only sessions active on this UTC day or earlier")
+    p.add_argument("--format", choices=("claude-code", "codex", "jsonl"), metavar="F",
+                   help="only sessions of this format: claude-code, codex, jsonl")
+    p.add_argument("--sort", metavar="COLUMN", help="sort by this column (its --json name, e.g. lastAt, cost, "
+                   "totalTokens, turns; smallest first)")
+    p.add_argument("--desc", action="store_true", help="with --sort: largest first")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="at most N sessions")
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_sessions)
-
-    p = sub.add_parser(
-        "search", help="literal, case-sensitive search in one session's transcript",
-        description="Every occurrence of PHRASE in one session, as typed: no regex, no wildcards, case-sensitive. "
-        "`total` counts every occurrence even when the listing is cut. A phrase that starts with '-' goes "
-        "after '--': pipeline search -- SESSION_ID '-m pytest'.",
-    )
-    p.add_argument("session_id", metavar="SESSION_ID", help="from `pipeline sessions`")
-    p.add_argument("phrase", metavar="PHRASE", help="the exact text to find")
-    p.add_argument("--max-hits", type=int, default=tools.MAX_HITS, metavar="N",
-                   help=f"occurrences listed (default {tools.MAX_HITS})")
-    p.add_argument("--context", type=int, default=tools.CONTEXT_CHARS, metavar="N",
-                   help=f"characters shown each side (default {tools.CONTEXT_CHARS})")
-    _add_redact(p)
-    add_db(p)
-    add_json(p)
-    p.set_defaults(func=cmd_search)
 
     p = sub.add_parser(
         "read", help="print lines START..END of one session",
@@ -130,64 +109,22 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
-def cmd_sql(args: argparse.Namespace) -> int:
-    args.json = args.format == "json"  # an error is then a JSON document too
-    with db.reading(args.db) as con:
-        try:
-            cur = con.execute(args.query)
-        except Exception as exc:  # duckdb raises many classes; all are the user's query
-            raise UsageError(f"the query failed: {exc}{_query_hint(con, exc, args.query)}") from exc
-        columns = [d[0] for d in cur.description or []]
-        rows = cur.fetchall()
-    if args.format == "json":
-        print_json([dict(zip(columns, r, strict=True)) for r in rows])
-    elif args.format == "csv":
-        w = csv.writer(sys.stdout, lineterminator="\n")  # shell pipelines expect \n, not CRLF
-        w.writerow(columns)
-        w.writerows([[plain(v) for v in r] for r in rows])
-    else:
-        _table(columns, rows)
-    return 0
+def _day(text: str | None, flag: str) -> Any:
+    import datetime as dt
 
-
-def _query_hint(con: Any, exc: Exception, query: str) -> str:
-    """What DuckDB's message leaves out for an analyst: the warehouse's own tables and views (DuckDB
-    suggests its catalog's), and which of the warehouse's column names must be double-quoted."""
+    if text is None:
+        return None
     try:
-        if isinstance(exc, duckdb.CatalogException) and "does not exist" in str(exc):
-            names = [r[0] for r in con.execute(
-                "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
-                "UNION SELECT view_name FROM duckdb_views() WHERE schema_name = 'main' AND NOT internal ORDER BY 1"
-            ).fetchall()]
-            return "\nthe warehouse's tables and views: " + ", ".join(names)
-        if isinstance(exc, duckdb.ParserException):
-            keywords = [r[0] for r in con.execute(
-                "SELECT DISTINCT k.keyword_name FROM duckdb_keywords() k JOIN duckdb_columns() c "
-                "ON c.column_name = k.keyword_name WHERE c.schema_name = 'main' AND k.keyword_category <> 'unreserved'"
-            ).fetchall()]
-            bare = [k for k in keywords if re.search(rf'(?<!["\w.]){re.escape(k)}(?![\w"])', query, re.IGNORECASE)]
-            if bare:
-                return "\n" + ", ".join(f'`{k}`' for k in bare) + " is a SQL keyword: write the column as " + \
-                    ", ".join(f'"{k}"' for k in bare) + " (in double quotes)"
-    except duckdb.Error:
-        pass
-    return ""
-
-
-def _table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(*columns, show_lines=False)
-    for r in rows:
-        table.add_row(*["" if v is None else str(plain(v)) for v in r])
-    # A terminal's own width; piped output is not wrapped at 80 columns unless COLUMNS says so.
-    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
-    Console(width=width).print(table)
-    sys.stderr.write(f"{len(rows)} rows\n")
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not a day: write YYYY-MM-DD") from None
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    from pipeline.warehouse.session_table import SessionFilter, session_table
+
+    flt = SessionFilter(project=args.project, since=_day(args.since, "--since"), until=_day(args.until, "--until"),
+                        format=args.format)
     with db.reading(args.db) as con:
         if args.pending:
             from pipeline.consolidator import pending
@@ -195,30 +132,65 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             entries = pending.pending_sessions(con)
         else:
             entries = tools.list_sessions(con, redact=False)
+        entries = session_table(con, entries, flt, sort=args.sort, descending=args.desc, limit=args.limit)
     if args.json:
         print_json(entries)
         return 0
     if not entries:
-        sys.stdout.write("nothing pending: every session's lines have been read by a night\n" if args.pending
+        filtered = any(v is not None for v in (args.project, args.since, args.until, args.format))
+        sys.stdout.write("no session matches these filters\n" if filtered else
+                         "nothing pending: every session's lines have been read by a night\n" if args.pending
                          else "no sessions yet: run `pipeline ingest PATH` first\n")
         return 0
-    cols = ["sessionId", "slug", "firstAt", "lastAt", "prompts", "turns", "lineCount", "newFromLine"]
-    _table([*cols, "memories"], [(*tuple(e[c] for c in cols), len(e["linkedMemories"])) for e in entries])
+    _sessions_table(entries, pending=args.pending)
     return 0
 
 
-def cmd_search(args: argparse.Namespace) -> int:
-    with db.reading(args.db) as con:
-        result = tools.search_transcript(con, args.session_id, args.phrase, max_hits=args.max_hits,
-                                         context=args.context, redact=args.redact)
-    if args.json:
-        print_json(result)
-        return 0
-    for h in result["hits"]:
-        sys.stdout.write(f"{h['line']}:{h['column']}: …{h['before']}[{h['match']}]{h['after']}…\n")
-    more = " (listing truncated)" if result["truncated"] else ""
-    sys.stderr.write(f"{result['total']} occurrence(s) in {args.session_id}{more}\n")
-    return 0
+def _minute(at: str | None) -> str:
+    return at[:16].replace("T", " ") if at else ""
+
+
+def _sessions_table(entries: list[dict[str, Any]], *, pending: bool) -> None:
+    import os
+
+    from rich.console import Console
+    from rich.table import Table
+
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 220
+    console = Console(width=width)
+    memories = any(e["linkedMemories"] for e in entries)
+    counts = ("prompts", "turns", "tools", "tokens", "cost $", "lines", *(("next",) if pending else ()), *(("mem",) if memories else ()))
+
+    def build(with_project: bool, with_models: bool) -> Table:
+        table = Table(show_lines=False)
+        table.add_column("sessionId", no_wrap=True)
+        if with_project:
+            table.add_column("project", max_width=28, overflow="ellipsis", no_wrap=True)
+        table.add_column("first (UTC)", no_wrap=True)
+        if with_models:
+            table.add_column("models", max_width=28)
+        table.add_column("harness", no_wrap=True)
+        for name in counts:
+            table.add_column(name, justify="right", no_wrap=True)
+        for e in entries:
+            versions = e["harnessVersions"]
+            harness = versions[-1] + (f" +{len(versions) - 1}" if len(versions) > 1 else "") if versions else ""
+            cost = f"{e['cost']:.2f}" + ("" if e["costComplete"] else "+")  # + : some calls have no known price
+            table.add_row(e["sessionId"], *((e["slug"] or "",) if with_project else ()), _minute(e["firstAt"]),
+                          *((", ".join(e["models"]),) if with_models else ()), harness,
+                          str(e["prompts"]), str(e["turns"]), str(e["toolCalls"]), f"{e['totalTokens']:,}", cost,
+                          str(e["lineCount"]), *((str(e["newFromLine"]),) if pending else ()),
+                          *((str(len(e["linkedMemories"])),) if memories else ()))
+        return table
+
+    # A narrow terminal loses the models, then the project (both are in --json), never an id or a count.
+    for with_project, with_models in ((True, True), (True, False), (False, False)):
+        table = build(with_project, with_models)
+        if console.measure(table, options=console.options.update(max_width=100_000)).maximum <= console.width or not with_project:
+            break
+    console.print(table)
+    unpriced = " (cost +: some calls' model has no known list price)" if any(not e["costComplete"] for e in entries) else ""
+    sys.stderr.write(f"{len(entries)} session(s){unpriced}; every column, and the last time, with --json\n")
 
 
 def cmd_read(args: argparse.Namespace) -> int:

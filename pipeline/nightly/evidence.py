@@ -64,7 +64,7 @@ class EvidenceView:
     def read_command(self) -> str | None:
         if self.line_no is None:
             return None
-        return f"pipeline read {self.session_id} {max(1, self.line_no - 5)} {self.line_no + 5}"
+        return f"pipeline show {self.session_id} {max(1, self.line_no - 5)} {self.line_no + 5}"
 
 
 def _cut(text: str, limit: int = CONTEXT_CHARS) -> str:

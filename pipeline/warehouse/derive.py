@@ -21,13 +21,8 @@ import pyarrow as pa
 
 from pipeline.warehouse import formats, prompt_rules
 
-# The rules this module applies, as a version recorded in the warehouse (`derived:<version>` in
-# schema_migrations). Bump it when a change alters what is stored for lines already ingested
-# (prompts, turns, models, usage rows, derive's problems): the next writing open of an older
-# warehouse derives every stored session again (`rederive`). 2: the rules learnt on real logs.
-# 3: a Claude Code subagent's copies of its parent's prompts and a compaction's order are not prompts.
-# 4: Claude Code's cache writes split by TTL (`cache_write_1h_tokens`).
-DERIVE_VERSION = 4
+# The version of these rules lives in `derive_version` (a reader checks it without importing polars).
+from pipeline.warehouse.derive_version import DERIVE_VERSION as DERIVE_VERSION
 
 # Every field any format needs, extracted with a single parse of each line.
 FIELDS: dict[str, str] = {

@@ -271,7 +271,7 @@ def applied(con: duckdb.DuckDBPyConnection) -> set[str]:
 def pending(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The steps this warehouse has not run, `views` when its views are not the code's, and
     `derived` when its derived rows were computed by other rules than the code's."""
-    from pipeline.warehouse.derive import DERIVE_VERSION
+    from pipeline.warehouse.derive_version import DERIVE_VERSION
 
     done = applied(con)
     missing = [name for name, _ in STEPS if name not in done]

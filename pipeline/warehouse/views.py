@@ -22,6 +22,17 @@ CODEX_FAILURES = (
 )
 
 
+# A tool result that is a user's refusal or an abort, not the tool's failure (`tool_results.rejected`).
+# Claude Code writes these texts in place of the output (and marks them is_error); Codex writes a
+# refusal or a Ctrl-C as the call's output, after a `Wall time:` header when the command had started.
+CLAUDE_REJECTIONS = (
+    "The user doesn't want to proceed with this tool use",
+    "The user doesn't want to take this action right now",
+    "[Request interrupted by user",
+)
+CODEX_REJECTION_RE = r"^(Wall time: [^\n]*\n)?(aborted|aborted by user|(exec command|patch) (rejected|aborted) by user)(\n|$)"
+
+
 def _literals(values: tuple[str, ...]) -> str:
     # The package's own constants, written in as SQL string literals.
     return "[" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + "]"
@@ -146,14 +157,16 @@ WITH cc AS (
 SELECT session_id, line_no, call_id,
        is_error,
        CASE WHEN is_error THEN TRY_CAST(NULLIF(regexp_extract(text, '^Exit code (-?[0-9]+)', 1), '') AS INTEGER) END AS exit_code,
-       text
+       text,
+       list_bool_or([starts_with(coalesce(text, ''), p) FOR p IN {_literals(CLAUDE_REJECTIONS)}]) AS rejected
 FROM cc_text
 UNION ALL
 SELECT session_id, line_no, call_id,
        coalesce(exit_code <> 0, false)
            OR list_bool_or([starts_with(coalesce(inner_output, output, ''), p) FOR p IN {_literals(CODEX_FAILURES)}]) AS is_error,
        exit_code,
-       coalesce(inner_output, output) AS text
+       coalesce(inner_output, output) AS text,
+       regexp_matches(coalesce(inner_output, output, ''), '{CODEX_REJECTION_RE}') AS rejected
 FROM cx_status
 """
 

@@ -26,7 +26,7 @@ def test_a_sample_quote_in_context(wh: Path) -> None:
     assert any(s.line_no > occ["line"] for s in view.shown)
     page = evidence_html(view)
     assert "<mark>psycopg.OperationalError" in page and f"line {occ['line']}" in page
-    assert f"pipeline read {occ['sessionId']} " in page
+    assert f"pipeline show {occ['sessionId']} " in page
 
 
 def test_secrets_are_masked_and_long_text_is_cut_around_the_quote(tmp_path: Path) -> None:

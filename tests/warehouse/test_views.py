@@ -3,9 +3,13 @@ Codex's doubled messages, and the 2025 Codex format."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pipeline.warehouse import db, ingest, prompt_rules
 from tests.helpers import EXPECTED, write_jsonl
@@ -119,3 +123,63 @@ def test_codex_status_is_read_from_the_header_not_the_output(warehouse, tmp_path
     ingest.ingest(warehouse, [f])
     assert rows(warehouse, "SELECT call_id, exit_code, is_error FROM tool_results ORDER BY line_no") == [
         ("c1", 0, False), ("c2", None, False), ("c3", None, False)]
+
+
+def test_a_refusal_or_an_abort_is_rejected_not_a_failure_of_the_tool(warehouse, tmp_path: Path) -> None:
+    def claude(n: int, text: str) -> dict:
+        return {"type": "user", "sessionId": "S", "cwd": "/x", "uuid": f"u{n}", "timestamp": "2026-10-01T10:00:00.000Z",
+                "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": text,
+                                                         "is_error": True}]}}
+
+    def codex(n: int, text: str) -> dict:
+        return {"timestamp": "2026-10-01T10:00:00.000Z", "type": "response_item",
+                "payload": {"type": "function_call_output", "call_id": f"c{n}", "output": text}}
+
+    cc = write_jsonl(tmp_path / "p" / "S.jsonl", [
+        claude(1, "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
+                  "the new_string was NOT written to the file). STOP what you are doing and wait for the user."),
+        claude(2, "The user doesn't want to take this action right now. STOP what you are doing and wait for the user."),
+        claude(3, "[Request interrupted by user for tool use]"),
+        claude(4, "Exit code 1\nThe user doesn't want to proceed"),  # a failure whose output quotes the words
+        claude(5, "<tool_use_error>Cancelled: parallel tool call Bash(ls) errored</tool_use_error>"),  # the harness, not the user
+    ])
+    cx = write_jsonl(tmp_path / "r.jsonl", [
+        {"timestamp": "2026-10-01T10:00:00.000Z", "type": "session_meta", "payload": {"id": "R", "cwd": "/x"}},
+        codex(1, "Wall time: 13.9 seconds\naborted by user"),
+        codex(2, "exec command rejected by user"),
+        codex(3, "aborted"),
+        codex(4, "Exit code: 0\nWall time: 0.1 seconds\nOutput:\naborted by user\n"),  # an output that says it
+        codex(5, json.dumps({"output": "patch rejected by user", "metadata": {"exit_code": 1}})),
+    ])
+    ingest.ingest(warehouse, [cc, cx])
+    got = rows(warehouse, "SELECT call_id, rejected, is_error FROM tool_results ORDER BY session_id, line_no")
+    assert got == [
+        ("c1", True, False), ("c2", True, False), ("c3", True, False), ("c4", False, False), ("c5", True, True),
+        ("t1", True, True), ("t2", True, True), ("t3", True, True), ("t4", False, True), ("t5", False, True),
+    ]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.builds(
+    lambda a, b, c: a + b + c,
+    st.sampled_from(["", "Wall time: 1.0 seconds\n", "Exit code: 0\n", "x"]),
+    st.one_of(st.sampled_from(["aborted", "aborted by user", "exec command rejected by user", "patch aborted by user",
+                               "command rejected by user"]), st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)),
+    st.sampled_from(["", "\n", "\nmore", " x", "!"]),
+))
+def test_only_the_harness_words_of_a_refusal_make_a_result_rejected(warehouse, tmp_path_factory, text: str) -> None:
+    """The rule for Codex: an output is rejected exactly when it is Codex's refusal or abort notice (after the
+    `Wall time:` header of a command that had started), whatever follows on later lines; DuckDB's regex
+    engine (RE2) and Python's agree on it."""
+    from pipeline.warehouse.views import CODEX_REJECTION_RE
+
+    folder = tmp_path_factory.mktemp("r")
+    rec = {"timestamp": "2026-10-01T10:00:00.000Z", "type": "response_item",
+           "payload": {"type": "function_call_output", "call_id": "c", "output": text}}
+    sid = f"R{abs(hash(text))}"
+    f = write_jsonl(folder / "r.jsonl", [
+        {"timestamp": "2026-10-01T10:00:00.000Z", "type": "session_meta", "payload": {"id": sid, "cwd": "/x"}}, rec])
+    ingest.ingest(warehouse, [f])
+    got = rows(warehouse, "SELECT rejected FROM tool_results WHERE session_id = ?", [sid])
+    want = re.match(CODEX_REJECTION_RE.replace("$", r"\Z"), text) is not None
+    assert got == [(want,)]

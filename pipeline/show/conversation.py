@@ -1,0 +1,229 @@
+"""A session's lines as a conversation: who said what, which tool was called with what and how it ended.
+
+Each line is read as the night report reads its evidence (`pipeline.warehouse.readable`: user, assistant,
+thinking, tool call, tool result), and the analyst views add what a reader needs to judge a tool's result
+(`tool_results`: exit status, error flag, a user's refusal). Markers are added where something changes
+the conversation: a compaction, a new day (UTC), a subagent starting (an Agent/Task call, and each
+subagent or spawned session whose first line falls there, named so it can be shown in turn).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+from pipeline.errors import UsageError
+from pipeline.warehouse.formats import CLAUDE, CODEX
+from pipeline.warehouse.readable import readable
+
+__all__ = ["Conversation", "Item", "conversation"]
+
+SUBAGENT_TOOLS = ("Task", "Agent")
+
+
+@dataclass
+class Item:
+    """One thing shown: `kind` ∈ user, assistant, thinking, tool call, tool result, marker, other."""
+
+    line_no: int
+    at: str | None
+    kind: str
+    label: str
+    text: str
+    status: str = ""  # tool results: "exit N", "error", "rejected", "ok" (exit 0), "" (no status recorded)
+    session_link: str | None = None  # a marker naming another session (a subagent)
+
+
+@dataclass
+class Conversation:
+    session_id: str
+    slug: str | None
+    format: str
+    cwd: str | None
+    first_at: str | None
+    last_at: str | None
+    line_count: int
+    start: int
+    end: int
+    parent_session_id: str | None = None
+    items: list[Item] = field(default_factory=list)
+
+    def empty_note(self) -> str | None:
+        """What to say when the lines hold nothing a reader needs (metadata, file snapshots, token counts)."""
+        if self.items:
+            return None
+        if not self.line_count:
+            return "this session has no complete line yet"
+        return f"lines {self.start}–{self.end} hold no message, tool call or result (metadata only: pipeline read shows them)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sessionId": self.session_id, "slug": self.slug, "format": self.format, "cwd": self.cwd,
+            "firstAt": self.first_at, "lastAt": self.last_at, "lineCount": self.line_count, "start": self.start,
+            "end": self.end, "parentSessionId": self.parent_session_id,
+            "items": [{"line": i.line_no, "at": i.at, "kind": i.kind, "label": i.label, "text": i.text,
+                       "status": i.status or None, "sessionLink": i.session_link} for i in self.items],
+        }
+
+
+def _iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return str(value)
+
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _day(at: str | None) -> str | None:
+    if not at:
+        return None
+    try:
+        return dt.datetime.fromisoformat(at.replace("Z", "+00:00")).astimezone(dt.UTC).date().isoformat()
+    except ValueError:
+        return None
+
+
+def _compaction(rec: Any, fmt: str) -> str | None:
+    """The words of a compaction marker when this line records one."""
+    if not isinstance(rec, dict):
+        return None
+    if fmt == CLAUDE and rec.get("type") == "system" and rec.get("subtype") == "compact_boundary":
+        meta = rec.get("compactMetadata") or {}
+        how = f" ({meta.get('trigger')}, {meta.get('preTokens'):,} tokens before)" if isinstance(meta.get("preTokens"), int) else ""
+        return f"conversation compacted{how}"
+    if fmt == CODEX:
+        payload: dict[str, Any] = rec["payload"] if isinstance(rec.get("payload"), dict) else {}
+        if rec.get("type") == "compacted":
+            return "conversation compacted (the history was replaced by a summary)"
+        if rec.get("type") == "event_msg" and payload.get("type") == "context_compacted":
+            return "context compacted"
+    return None
+
+
+def _subagent(rec: Any) -> dict[str, str]:
+    """For an Agent/Task tool call, {call id: "type: description"}."""
+    out: dict[str, str] = {}
+    message = rec.get("message") if isinstance(rec, dict) else None
+    for block in (message or {}).get("content") or [] if isinstance(message, dict) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in SUBAGENT_TOOLS:
+            inp: dict[str, Any] = block["input"] if isinstance(block.get("input"), dict) else {}
+            kind = inp.get("subagent_type") or "subagent"
+            out[str(block.get("id"))] = f"{kind}: {inp.get('description') or ''}".strip(": ")
+    return out
+
+
+def _status(is_error: bool | None, exit_code: int | None, rejected: bool | None) -> str:
+    if rejected:
+        return "rejected"
+    if exit_code is not None:
+        return "ok" if exit_code == 0 else f"exit {exit_code}"
+    return "error" if is_error else ""
+
+
+def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | None = None,
+                 end: int | None = None) -> Conversation:
+    """Lines `start`..`end` (1-based, both included; the whole session by default) as a conversation."""
+    meta = con.execute(
+        "SELECT format, slug, cwd, first_at, last_at, line_count, parent_session_id FROM sessions WHERE session_id = ?",
+        [session_id]).fetchone()
+    if meta is None:
+        raise UsageError(f"unknown session {session_id!r}; `pipeline sessions` lists the ids in this warehouse")
+    fmt, slug, cwd, first_at, last_at, line_count, parent = meta
+    lo = 1 if start is None else start
+    hi = int(line_count) if end is None else end
+    if end is None and start is None and not line_count:  # a file with no complete line yet
+        return Conversation(session_id, slug, fmt, cwd, _iso(first_at), _iso(last_at), 0, 1, 0, parent)
+    if lo < 1 or hi < lo:
+        raise UsageError(f"bad range {lo}..{hi}: lines are numbered from 1 and TO must be ≥ FROM")
+    if line_count and lo > line_count:
+        raise UsageError(f"session {session_id} has {line_count} lines; FROM {lo} is past its end")
+    conv = Conversation(session_id, slug, fmt, cwd, _iso(first_at), _iso(last_at), int(line_count), lo,
+                        min(hi, int(line_count)), parent)
+    statuses: dict[int, list[str]] = {}
+    for line_no, is_error, exit_code, rejected in con.execute(
+        "SELECT line_no, is_error, exit_code, rejected FROM tool_results WHERE session_id = ? AND line_no BETWEEN ? AND ? "
+        "ORDER BY line_no", [session_id, lo, hi]).fetchall():
+        statuses.setdefault(line_no, []).append(_status(is_error, exit_code, rejected))
+    # Sessions started from this one (Claude Code subagents, Codex spawned rollouts), placed at their first line's time.
+    # A Claude Code subagent file may open with a copy of the parent's lines (same uuids, the parent's
+    # times): it starts at its first line of its own.
+    children = [(_iso(a), sid, n) for sid, n, a in con.execute(
+        """
+        WITH own AS (
+            SELECT c.session_id, c.line_count, CASE WHEN json_valid(k.text) THEN k.text END AS rec
+            FROM sessions c JOIN lines k ON k.session_id = c.session_id WHERE c.parent_session_id = $id
+        ), parent AS (
+            SELECT json_extract_string(text, '$.uuid') AS uuid FROM lines
+            WHERE session_id = $id AND json_valid(text) AND json_extract_string(text, '$.uuid') IS NOT NULL
+        )
+        SELECT session_id, line_count, min(TRY_CAST(json_extract_string(rec, '$.timestamp') AS TIMESTAMPTZ)) AS started
+        FROM own WHERE rec IS NOT NULL
+          AND (json_extract_string(rec, '$.uuid') IS NULL OR json_extract_string(rec, '$.uuid') NOT IN (SELECT uuid FROM parent))
+        GROUP BY ALL ORDER BY started NULLS LAST, session_id
+        """, {"id": session_id}).fetchall()]
+    # What the harness wrote in the user's name (injected context, notices) is not a prompt: shown folded.
+    prompts = dict(con.execute(
+        "SELECT line_no, bool_or(is_prompt) FROM messages WHERE session_id = ? AND role = 'user' AND line_no BETWEEN ? AND ? "
+        "GROUP BY line_no", [session_id, lo, hi]).fetchall())
+    # Codex writes each message twice, as an item and as an event: the events are shown only in a
+    # rollout that has no message items.
+    has_items = fmt != CODEX or bool(con.execute(
+        "SELECT count(*) FROM messages WHERE session_id = ?", [session_id]).fetchone()[0])  # type: ignore[index]
+    cur = con.execute("SELECT line_no, text FROM lines WHERE session_id = ? AND line_no BETWEEN ? AND ? ORDER BY line_no",
+                      [session_id, lo, hi])
+    day: str | None = None
+    subagents: dict[str, str] = {}
+    while batch := cur.fetchmany(1024):
+        for line_no, text in batch:
+            rec = _parse(text)
+            at = rec.get("timestamp") if isinstance(rec, dict) and isinstance(rec.get("timestamp"), str) else None
+            today = _day(at)
+            if today and today != day:
+                conv.items.append(Item(line_no, at, "marker", "new day" if day else "day", f"{today} (UTC)"))
+            day = today or day
+            while children and at and children[0][0] and children[0][0] <= at:
+                c_at, c_id, c_lines = children.pop(0)
+                conv.items.append(Item(line_no, c_at, "marker", "subagent starts",
+                                       f"{c_id} ({c_lines} lines): pipeline show {c_id}", session_link=c_id))
+            marker = _compaction(rec, fmt)
+            if marker:
+                conv.items.append(Item(line_no, at, "marker", "compaction", marker))
+                continue
+            if fmt == CLAUDE:
+                subagents.update(_subagent(rec))
+            results = iter(statuses.get(line_no, []))
+            entries = readable(text, fmt)
+            shown = [e for e in entries if not e.echo] if has_items else entries
+            for e in shown:
+                if not e.text.strip() and e.kind != "tool result":
+                    continue
+                label, kind = e.label, e.kind
+                if e.kind == "message":
+                    kind = label if label in ("user", "assistant") else "other"
+                    if isinstance(rec, dict) and rec.get("isCompactSummary"):
+                        kind, label = "other", "compaction summary"
+                    elif kind == "user" and prompts.get(line_no) is False:
+                        kind, label = "other", "user (harness)"
+                if e.kind == "tool call" and label.removeprefix("tool call ") in SUBAGENT_TOOLS:
+                    desc = next(iter(subagents.values()), "") if subagents else ""
+                    label = f"subagent {desc}".strip() if desc else label
+                    subagents.clear()
+                status = next(results, "") if e.kind == "tool result" else ""
+                if e.kind == "tool result":
+                    label = "tool result"
+                conv.items.append(Item(line_no, at, kind, label, e.text, status))
+    for c_at, c_id, c_lines in children if conv.end == conv.line_count else []:
+        conv.items.append(Item(conv.end, c_at, "marker", "subagent starts",
+                               f"{c_id} ({c_lines} lines): pipeline show {c_id}", session_link=c_id))
+    return conv

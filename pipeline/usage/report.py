@@ -1,0 +1,201 @@
+"""Tokens by kind and list-price cost by day, week, month, session or 5-hour block, as ccusage reports them.
+
+The rows are `llm_calls` (by default the `usage` sources, `claude-code` and `codex`: what every ingest
+derives from transcripts). The JSON uses ccusage's names so that a script written for ccusage reads it
+unchanged: an array named after the report (`daily`, `weekly`, `monthly`, `sessions`, `blocks`) of
+`{period | sessionId, inputTokens, cacheCreationTokens, cacheReadTokens, outputTokens, totalTokens,
+totalCost, modelsUsed, modelBreakdowns}`, plus `totals`. `inputTokens` is the input neither read from
+nor written to the cache (`prompt_tokens - cached_tokens - cache_write_tokens`), as ccusage counts it.
+
+A session is what ccusage calls one: a Claude Code subagent file counts with the session that spawned
+it (its `parent_session_id`); a Codex rollout is its own session. Costs are list prices
+(`pipeline.calls.prices`: genai-prices' data, the price in force on the call's day, cache writes by
+TTL where Claude Code records the split); a model the price data does not know adds no cost and is
+listed under `totals.unpricedModels`, never priced as another model.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import duckdb
+
+from pipeline.errors import UsageError
+from pipeline.usage import periods
+
+KINDS = {"daily": "daily", "weekly": "weekly", "monthly": "monthly", "session": "sessions", "blocks": "blocks"}
+USAGE_SOURCES = ("claude-code", "codex")
+TOKEN_KEYS = ("inputTokens", "cacheCreationTokens", "cacheReadTokens", "outputTokens")
+
+
+@dataclass(frozen=True)
+class UsageFilter:
+    """Which calls a report counts. Dates are local days (in `tz`), both ends included."""
+
+    source: str | None = None
+    project: str | None = None
+    since: dt.date | None = None
+    until: dt.date | None = None
+    tz: str = "UTC"
+    start_of_week: str = "sunday"
+
+    def zone(self) -> ZoneInfo:
+        try:
+            return ZoneInfo(self.tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise UsageError(f"unknown time zone {self.tz!r}; give an IANA name such as UTC or Europe/Paris") from None
+
+
+def parse_day(text: str) -> dt.date:
+    """A day as ccusage takes it: YYYY-MM-DD or YYYYMMDD."""
+    for fmt in ("%Y-%m-%d", "%Y%m%d"):
+        try:
+            return dt.datetime.strptime(text, fmt).date()
+        except ValueError:
+            continue
+    raise UsageError(f"{text!r} is not a day: write YYYY-MM-DD or YYYYMMDD")
+
+
+@dataclass
+class Call:
+    at: dt.datetime  # UTC
+    local: dt.datetime
+    session: str  # the session as ccusage groups it
+    own: str  # the warehouse session the call is recorded in
+    project: str | None
+    source: str
+    model: str
+    tokens: tuple[int, int, int, int]  # input (uncached, unwritten), cache write, cache read, output
+    cost: float | None
+
+
+def _calls(con: duckdb.DuckDBPyConnection, flt: UsageFilter) -> list[Call]:
+    sources = [flt.source] if flt.source else list(USAGE_SOURCES)
+    rows = con.execute(
+        """
+        SELECT c."at", c.session_id, coalesce(CASE WHEN s.format = 'claude-code' AND p.session_id IS NOT NULL
+                                     THEN s.parent_session_id END, c.session_id) AS grouped,
+               coalesce(p.slug, s.slug) AS slug, c.source, coalesce(c.model, 'unknown') AS model,
+               c.prompt_tokens, c.cached_tokens, c.cache_write_tokens, c.completion_tokens,
+               c.cache_write_1h_tokens
+        FROM llm_calls c
+        LEFT JOIN sessions s ON s.session_id = c.session_id
+        LEFT JOIN sessions p ON p.session_id = s.parent_session_id AND p.format = 'claude-code'
+        WHERE c.source IN (SELECT unnest(?::VARCHAR[])) AND c."at" IS NOT NULL
+        ORDER BY c."at", c.call_id
+        """,
+        [sources],
+    ).fetchall()
+    zone = flt.zone()
+    from pipeline.calls.prices import PriceBook, call_cost  # genai-prices and pydantic: only a report pays
+
+    book = PriceBook()
+    out: list[Call] = []
+    for at, own, session, slug, source, model, prompt, cached, written, completion, written_1h in rows:
+        if flt.project is not None and slug != flt.project:
+            continue
+        local = at.astimezone(zone)
+        if (flt.since and local.date() < flt.since) or (flt.until and local.date() > flt.until):
+            continue
+        cached_n, written_n = cached or 0, written or 0
+        uncached = max(0, (prompt or 0) - cached_n - written_n)
+        price = book.price(model, source=source, when=at)
+        cost = call_cost(price, prompt, cached, written, completion, written_1h=written_1h)
+        out.append(Call(at, local, session or "(none)", own or "(none)", slug, source, model,
+                        (uncached, written_n, cached_n, completion or 0), cost))
+    return out
+
+
+class _Sum:
+    """Token counts and cost of a group of calls, by model."""
+
+    def __init__(self) -> None:
+        self.models: dict[str, list[float]] = {}
+        self.unpriced: set[str] = set()
+
+    def add(self, call: Call) -> None:
+        m = self.models.setdefault(call.model, [0, 0, 0, 0, 0.0])
+        for i, n in enumerate(call.tokens):
+            m[i] += n
+        if call.cost is None:
+            self.unpriced.add(call.model)
+        else:
+            m[4] += call.cost
+
+    def fields(self, breakdown: bool = True) -> dict[str, Any]:
+        tokens = [sum(int(m[i]) for m in self.models.values()) for i in range(4)]
+        out: dict[str, Any] = dict(zip(TOKEN_KEYS, tokens, strict=True))
+        out["totalTokens"] = sum(tokens)
+        out["totalCost"] = sum(m[4] for m in self.models.values())
+        out["modelsUsed"] = sorted(self.models)
+        out["modelBreakdowns"] = [
+            {"modelName": name, **dict(zip(TOKEN_KEYS, (int(v) for v in m[:4]), strict=True)), "cost": m[4]}
+            for name, m in sorted(self.models.items(), key=lambda kv: -kv[1][4])
+        ] if breakdown else []
+        return out
+
+
+def calls(con: duckdb.DuckDBPyConnection, flt: UsageFilter | None = None) -> list[Call]:
+    """Every call the filter selects, with its tokens by kind and its list-price cost (None: no price known)."""
+    return _calls(con, flt or UsageFilter())
+
+
+def _grouped(calls: Sequence[Call], key: Callable[[Call], str]) -> dict[str, tuple[_Sum, list[Call]]]:
+    groups: dict[str, tuple[_Sum, list[Call]]] = {}
+    for call in calls:
+        total, members = groups.setdefault(key(call), (_Sum(), []))
+        total.add(call)
+        members.append(call)
+    return groups
+
+
+def _iso(at: dt.datetime) -> str:
+    return at.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def usage_report(con: duckdb.DuckDBPyConnection, kind: str, flt: UsageFilter | None = None) -> dict[str, Any]:
+    """The report `kind` (daily, weekly, monthly, session, blocks) as one JSON-ready document."""
+    if kind not in KINDS:
+        raise UsageError(f"unknown report {kind!r}; choose one of {', '.join(KINDS)}")
+    flt = flt or UsageFilter()
+    if flt.start_of_week not in periods.WEEK_STARTS:
+        raise UsageError(f"--start-of-week must be one of {', '.join(periods.WEEK_STARTS)}")
+    calls = _calls(con, flt)
+    rows: list[dict[str, Any]] = []
+    if kind in ("daily", "weekly", "monthly"):
+        label: Callable[[Call], str] = {
+            "daily": lambda c: periods.day(c.local),
+            "weekly": lambda c: periods.week(c.local, flt.start_of_week),
+            "monthly": lambda c: periods.month(c.local),
+        }[kind]
+        for period, (total, _) in sorted(_grouped(calls, label).items()):
+            rows.append({"period": period, **total.fields()})
+    elif kind == "session":
+        groups = _grouped(calls, lambda c: c.session)
+        for session, (total, members) in sorted(groups.items(), key=lambda kv: kv[1][1][-1].at):
+            rows.append({
+                "sessionId": session, **total.fields(),
+                "projectPath": members[0].project, "source": members[0].source,
+                "firstActivity": _iso(members[0].at), "lastActivity": _iso(members[-1].at),
+            })
+    else:
+        for block in periods.blocks([c.at for c in calls]):
+            total = _Sum()
+            for i in block.members:
+                total.add(calls[i])
+            rows.append({
+                "period": _iso(block.start), "startTime": _iso(block.start), "endTime": _iso(block.end),
+                "actualEndTime": _iso(block.last_call), "entries": len(block.members), **total.fields(),
+            })
+    grand = _Sum()
+    for call in calls:
+        grand.add(call)
+    totals = {k: v for k, v in grand.fields().items() if k not in ("modelsUsed", "modelBreakdowns")}
+    unpriced = sorted(set().union(*(s.unpriced for s in [grand])))
+    if unpriced:
+        totals["unpricedModels"] = unpriced
+    return {KINDS[kind]: rows, "totals": totals}
