@@ -262,12 +262,9 @@ facts AS (
                WHEN p.source = 'codex' THEN {openai_ttl}
                ELSE {short_ttl}
            END AS ttl_s,
-           CASE
-               WHEN {ttl} IS NOT NULL THEN {ttl}
-               WHEN coalesce(p.prev_write_1h, 0) > 0 THEN {long_ttl}
-               WHEN p.source = 'codex' THEN {openai_max_ttl}
-               ELSE {short_ttl}
-           END AS ttl_max_s,
+           -- The end of the provider's uncertain window: OpenAI's default alone has one.
+           CASE WHEN {ttl} IS NULL AND coalesce(p.prev_write_1h, 0) = 0 AND p.source = 'codex'
+                THEN {openai_max_ttl} ELSE ttl_s END AS ttl_max_s,
            p.seen_date IS NOT NULL AND p.prev_seen_date IS NOT NULL AND p.seen_date <> p.prev_seen_date AS told_new_date,
            p.local_date <> p.prev_local_date AS local_date_moved,
            (p.harness IS NULL OR (p.harness = 'claude-code' AND p.harness_version IS NOT NULL
