@@ -7,7 +7,7 @@ kill anywhere therefore leaves either nothing, or commits that the re-run recogn
 watermark for a session whose memories did not land, never a memory twice.
 
 Secrets: the batch's sessions are scanned again here (an artifact is never trusted), every text is
-redacted with what the scan found, and the last gate (`pipeline.secret_gate`) refuses a candidate
+redacted with what the scan found, and the last gate (`pipeline.secrets.gate`) refuses a candidate
 or a commitment whose text still shares 12 or more characters with one of those secrets, in any
 normalised form. Refusals are listed in `candidatesRefused` with the reason, never with the secret.
 """
@@ -33,8 +33,8 @@ from pipeline.corpus import dedupe, memory_file, tasks
 from pipeline.corpus.git_corpus import Corpus
 from pipeline.errors import UsageError
 from pipeline.faults import crash_point
-from pipeline.redact import redact
-from pipeline.secret_gate import SecretSet
+from pipeline.secrets.gate import SecretSet
+from pipeline.secrets.redact import redact
 from pipeline.warehouse import db as warehouse
 
 

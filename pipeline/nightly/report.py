@@ -9,7 +9,7 @@ sessions read, what is still pending, and the prompt-cache analysis.
 `tables()` and `review()` compute everything from the warehouse (read-only), the run folder and the
 corpus; the report notebook shows them, and `write()` executes it and converts it to one HTML page
 that needs nothing from the network (no scripts, fonts or styles from elsewhere). Every piece of
-text on the page passes through the redaction of `pipeline.redact`.
+text on the page passes through the redaction of `pipeline.secrets.redact`.
 
 The report is the last thing a night writes, so it has its own gate: the sessions of the night's
 batches are scanned for secrets again, every text the report shows is scrubbed against them
@@ -39,8 +39,8 @@ from pipeline.display import plain
 from pipeline.errors import ReportError
 from pipeline.nightly.evidence import EvidenceView, evidence_html, evidence_view
 from pipeline.nightly.kernels import papermill_command, run_papermill
-from pipeline.redact import redacted
-from pipeline.secret_gate import SecretSet
+from pipeline.secrets.gate import SecretSet
+from pipeline.secrets.redact import redacted
 from pipeline.warehouse import db as warehouse
 
 REPO = config.REPO

@@ -14,7 +14,7 @@ import pytest
 from pipeline.corpus import apply
 from pipeline.corpus.git_corpus import Corpus
 from pipeline.nightly import report
-from pipeline.secret_gate import SecretSet
+from pipeline.secrets.gate import SecretSet
 from pipeline.warehouse import db, ingest
 from tests.helpers import write_artifact, write_jsonl
 

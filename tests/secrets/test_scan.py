@@ -1,4 +1,4 @@
-"""Detection and masking of secrets in transcript text (pipeline.secrets_scan).
+"""Detection and masking of secrets in transcript text (pipeline.secrets.scan).
 
 Every value below is generated here: no key-shaped string is written in the repository."""
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.secrets_scan import MASK_RE, Secret, detect, line_secrets, mask, mask_window, spans
+from pipeline.secrets.scan import MASK_RE, Secret, detect, line_secrets, mask, mask_window, spans
 
 RNG = random.Random(7)
 ALNUM = string.ascii_letters + string.digits

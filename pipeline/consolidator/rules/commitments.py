@@ -8,7 +8,7 @@ naming an AI, `CLAUDE:`, `CODEX SAYS:`, `HANDSHAKE: Claude Code`, a one-letter l
 `-Claude`) speaks for that agent: its promises have actor `other`.
 
 The phrase families (first-person future, hand-off, deferral, sequencing, offer, requirement,
-immediate) are in `pipeline.consolidator.promise_phrases`, for English, Chinese, Japanese, Korean,
+immediate) are in `pipeline.consolidator.rules.promise_phrases`, for English, Chinese, Japanese, Korean,
 German, French, Spanish and Russian. A sentence is a promise when it is not a question, an offer,
 a requirement ("we will want/need …") or a negation, and:
 
@@ -62,8 +62,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pipeline.consolidator import promise_phrases as pp
 from pipeline.consolidator.contract import MAX_QUOTE_CHARS, MIN_QUOTE_CHARS, is_question
+from pipeline.consolidator.rules import promise_phrases as pp
 
 __all__ = [
     "CommitmentFinding",

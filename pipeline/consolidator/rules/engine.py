@@ -32,15 +32,15 @@ from typing import Any
 
 import duckdb
 
-from pipeline.consolidator import shell_commands as sh
-from pipeline.consolidator.commitments import Message, commitment_entry, find_commitments
 from pipeline.consolidator.context import BatchContext, EngineResult, Recorder, utc_now
 from pipeline.consolidator.contract import MIN_CANDIDATE_EVIDENCE, check_answer, written_text
-from pipeline.consolidator.error_shapes import find_error_patterns, pattern_candidate
 from pipeline.consolidator.quotes import WarehouseQuotes
-from pipeline.consolidator.routines import find_routines, project_name, routine_candidate
-from pipeline.consolidator.tool_runs import ToolResult, distinct_runs
-from pipeline.secret_gate import SecretSet
+from pipeline.consolidator.rules import shell_commands as sh
+from pipeline.consolidator.rules.commitments import Message, commitment_entry, find_commitments
+from pipeline.consolidator.rules.error_shapes import find_error_patterns, pattern_candidate
+from pipeline.consolidator.rules.routines import find_routines, project_name, routine_candidate
+from pipeline.consolidator.rules.tool_runs import ToolResult, distinct_runs
+from pipeline.secrets.gate import SecretSet
 
 __all__ = ["BatchText", "build_answer", "dropped_claims", "leave_out_dropped", "masked", "read_batch", "run_rules"]
 

@@ -1,6 +1,6 @@
 """Recurring failures of tool calls, reduced to their shape: the rules engine's `error_pattern` candidates.
 
-Which calls failed is `pipeline.consolidator.tool_runs`' business (`is_error`, a non-zero exit code,
+Which calls failed is `pipeline.consolidator.rules.tool_runs`' business (`is_error`, a non-zero exit code,
 or a pipe that hid one; no-match searches, refusals and sandbox retries are not failures). Here each
 failed call gives its **error lines**, read from the program's own output (`tool_runs.output_body`):
 
@@ -33,7 +33,7 @@ sessions: within one session a failing test is rerun until the bug it found is f
 work itself, not a recurring failure.
 
 Its gist says where it happened, which commands failed, and what worked next (the workaround, from
-`pipeline.consolidator.workarounds`) when something did. A pattern is reported only when something
+`pipeline.consolidator.rules.workarounds`) when something did. A pattern is reported only when something
 of it is new to the batch (a line at or after its session's `new_from_line`).
 """
 
@@ -44,10 +44,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.consolidator import shell_commands as sh
 from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, MAX_QUOTE_CHARS, MIN_QUOTE_CHARS
-from pipeline.consolidator.tool_runs import Outcome, ToolResult, outcomes, output_body
-from pipeline.consolidator.workarounds import Workaround, find_workaround
+from pipeline.consolidator.rules import shell_commands as sh
+from pipeline.consolidator.rules.tool_runs import Outcome, ToolResult, outcomes, output_body
+from pipeline.consolidator.rules.workarounds import Workaround, find_workaround
 
 __all__ = [
     "MAX_PATTERN_EVIDENCE",

@@ -23,7 +23,7 @@ Japanese, Korean, German, French, Spanish, Russian) the module knows:
   written, recorded, erledigt, aktualisiert, mis à jour, actualizado, скачано, 完成, 已, しました, 완료)
   with no "not yet" beside them (not, nicht, pas encore, todavía no, ещё не, 未, 沒, ていません, 못).
 
-`pipeline.consolidator.commitments` decides with these which sentences are promises.
+`pipeline.consolidator.rules.commitments` decides with these which sentences are promises.
 """
 
 from __future__ import annotations
@@ -284,7 +284,7 @@ def requests_action(sentence: str) -> bool:
 # -- reports of work done --------------------------------------------------------------------------
 # The completion words of each language: a participle or past form of a verb of doing (written,
 # updated, saved, downloaded, …) or a word that says the work is finished (done, erledigt, готово, 完成).
-# They only say *that* something was done; `pipeline.consolidator.commitments` decides *what* by the
+# They only say *that* something was done; `pipeline.consolidator.rules.commitments` decides *what* by the
 # words the report shares with the promise.
 _DONE = re.compile(
     r"\b(?:done|finished|completed|fixed|updated|added|wrote|written|recorded|saved|created|committed|pushed|"

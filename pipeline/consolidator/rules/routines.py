@@ -1,7 +1,7 @@
 """Procedures and constraints that show in how commands are run: the rules engine's `procedural` candidates.
 
 The rules read the shell commands of the batch's tool calls (subagent replays removed; parsed by
-`pipeline.consolidator.shell_commands`) and report three kinds of routine, per project (the batch's
+`pipeline.consolidator.rules.shell_commands`) and report three kinds of routine, per project (the batch's
 sessions grouped by their project slug):
 
 * **an environment setting carried by many commands**: the same `VAR=value` prefix
@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
-from pipeline.consolidator import shell_commands as sh
 from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, MAX_QUOTE_CHARS, MIN_QUOTE_CHARS
-from pipeline.consolidator.tool_runs import ToolResult
+from pipeline.consolidator.rules import shell_commands as sh
+from pipeline.consolidator.rules.tool_runs import ToolResult
 
 __all__ = ["SOLO_CHECKS", "STEP_SESSIONS", "Routine", "find_routines", "project_name", "routine_candidate"]
 

@@ -25,8 +25,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pipeline.consolidator import shell_commands as sh
-from pipeline.consolidator.tool_runs import Outcome, ToolResult
+from pipeline.consolidator.rules import shell_commands as sh
+from pipeline.consolidator.rules.tool_runs import Outcome, ToolResult
 
 __all__ = ["LOOK_AHEAD", "Workaround", "find_workaround"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.consolidator import promise_phrases as pp
-from pipeline.consolidator.commitments import (
+from pipeline.consolidator.rules import promise_phrases as pp
+from pipeline.consolidator.rules.commitments import (
     Message,
     commitment_entry,
     find_commitments,
@@ -151,6 +151,6 @@ def test_phrase_families() -> None:
 
 
 def test_sentences_end_before_cjk_text_without_a_space() -> None:
-    from pipeline.consolidator.commitments import sentences
+    from pipeline.consolidator.rules.commitments import sentences
 
     assert sentences("要不要我先查一下?你给我路径我就补上。好的。") == ["要不要我先查一下?", "你给我路径我就补上。", "好的。"]

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.consolidator import promise_phrases as pp
-from pipeline.consolidator import shell_commands as sh
-from pipeline.consolidator.commitments import (
+from pipeline.consolidator.rules import promise_phrases as pp
+from pipeline.consolidator.rules import shell_commands as sh
+from pipeline.consolidator.rules.commitments import (
     CommitmentFinding,
     Message,
     find_commitments,

@@ -1,9 +1,9 @@
-"""Procedures and constraints read from how commands are run (`pipeline.consolidator.routines`)."""
+"""Procedures and constraints read from how commands are run (`pipeline.consolidator.rules.routines`)."""
 
 from __future__ import annotations
 
-from pipeline.consolidator.routines import find_routines, project_name, routine_candidate
-from pipeline.consolidator.tool_runs import ToolResult
+from pipeline.consolidator.rules.routines import find_routines, project_name, routine_candidate
+from pipeline.consolidator.rules.tool_runs import ToolResult
 
 
 def ran(session: str, line: int, command: str, output: str = "ok") -> ToolResult:

@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 
 from pipeline.consolidator.artifact import Budgets
 from pipeline.consolidator.batch_input import BatchInput, snapshot
-from pipeline.consolidator.commitments import Message, find_commitments, sentences, tidy_statement
 from pipeline.consolidator.context import BatchContext, Recorder
 from pipeline.consolidator.contract import check_answer
-from pipeline.consolidator.error_shapes import (
+from pipeline.consolidator.quotes import WarehouseQuotes
+from pipeline.consolidator.rules.commitments import Message, find_commitments, sentences, tidy_statement
+from pipeline.consolidator.rules.engine import build_answer, run_rules
+from pipeline.consolidator.rules.error_shapes import (
     ToolResult,
     error_head,
     error_lines,
@@ -26,8 +28,6 @@ from pipeline.consolidator.error_shapes import (
     find_error_patterns,
     normalise,
 )
-from pipeline.consolidator.quotes import WarehouseQuotes
-from pipeline.consolidator.rules import build_answer, run_rules
 from pipeline.warehouse import db
 from tests.helpers import SAMPLES
 
