@@ -121,6 +121,36 @@ def test_what_transcripts_are_full_of_is_not_a_secret(text: str) -> None:
     assert detect(text) == set(), detect(text)
 
 
+ACCOUNTS_OF_MACHINES = [
+    # scp-style git remotes: a group or service account at a git host, then the repository's path
+    "origin\tci-runner@git.northwind.io:platform/checkout.git (fetch)",
+    "git remote add upstream deploy.bot@gitlab.northwind.io:~team/app.git",
+    # a service account or a user inside a URL
+    "see https://console.northwind.io/iam?account=sa-export@analytics-prod.northwind.io&tab=keys",
+    "cloned ssh://build@git.northwind.io/platform/checkout.git into /srv",
+    # the letter of a JSON escape is not the start of an address (`\ngit@…` in a raw line, `\n@app.route`)
+    r'{"output": "Exit code 128\\ngit@github.com: Permission denied (publickey)."}',
+    r"f.write(x)\n\n@app.route('/')\ndef index():",
+]
+
+
+@pytest.mark.parametrize("text", ACCOUNTS_OF_MACHINES, ids=[f"case{i}" for i in range(len(ACCOUNTS_OF_MACHINES))])
+def test_an_account_inside_a_remote_or_a_url_is_not_a_persons_address(text: str) -> None:
+    assert {s for s in detect(text) if s.kind == "email"} == set(), detect(text)
+    assert {s for s in line_secrets(text) if s.kind == "email"} == set()
+
+
+@pytest.mark.parametrize("text", [
+    "ping ana.lopez@northwind-traders.io about the remote ci-runner@git.northwind.io:platform/checkout.git",
+    "Author: Ana Lopez <ana.lopez@northwind-traders.io>\\nDate:   Wed Apr 29",
+    "write to ana.lopez@northwind-traders.io: she owns https://git.northwind.io/platform",
+    "mailto:ana.lopez@northwind-traders.io",
+])
+def test_a_persons_address_in_prose_still_is_one(text: str) -> None:
+    assert Secret("email", "ana.lopez@northwind-traders.io") in detect(text)
+    assert "ana.lopez@" not in mask(text)
+
+
 def test_blobs_in_json_lines_are_not_secrets() -> None:
     image = base64.b64encode(bytes(RNG.randrange(256) for _ in range(3000))).decode()
     fernet = "gAAAAAB" + rand(900, ALNUM + "-_")
