@@ -182,7 +182,7 @@ class RefusedItem:
     batch_id: str
     claim: str
     problems: list[str]
-    kept_pending: list[str]
+    sessions: list[str]
 
 
 @dataclass
@@ -222,8 +222,8 @@ def review(db: str | Path, run_id: str, corpus: str | Path | None = None) -> Rev
                               for e in cand.get("evidence", [])],
                 ))
             for r in d.get("candidatesRefused", []):
-                out.refused.append(RefusedItem(batch_id, r.get("claim", ""), list(r.get("problems", [])),
-                                               list(r.get("sessionsKeptPending", []))))
+                out.refused.append(RefusedItem(batch_id, r.get("claim") or r.get("statement", ""),
+                                               list(r.get("problems", [])), list(r.get("sessions", []))))
         if (repo.git_dir / "HEAD").exists():
             for _, t in tasks_mod.load_all(repo.root):
                 if t.status != "proposed":
@@ -431,8 +431,8 @@ def refused_html(rv: Review) -> str:
         return "<p><em>Every candidate of tonight's answers was written or linked.</em></p>"
     items = []
     for r in rv.refused:
-        held = ", ".join(f'<code class="id">{_e(s)}</code>' for s in r.kept_pending)
-        pending_note = f" Its sessions stay pending (read again next night): {held}." if held else ""
+        quoted = ", ".join(f'<code class="id">{_e(s)}</code>' for s in r.sessions)
+        pending_note = f" It quotes {quoted} (read and watermarked: not offered again for it)." if quoted else ""
         problems = "".join(f"<li>{_e(p)}</li>" for p in r.problems)
         items.append(f'<div class="card refused"><h3>{_e(r.claim)}</h3><div class="meta">batch '
                      f'<code class="id">{_e(r.batch_id)}</code>.{pending_note}</div><ul class="problems">{problems}</ul></div>')
