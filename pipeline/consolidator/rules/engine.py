@@ -158,9 +158,19 @@ def build_answer(
     slugs = slugs or {}
     order = _reading_order(session_ids, parents or {})
     runs = distinct_runs(results, order)
-    names: dict[str | None, str] = {}
-    for sid in sorted(order, key=lambda s: (cwds or {}).get(s) is None):  # a session that knows its folder names it
-        names.setdefault(slugs.get(sid), project_name(slugs.get(sid), (cwds or {}).get(sid)))
+    # Each session is named from its own folder; one that does not know it takes the name its slug has
+    # in a session that does. A memory's project wording comes from the sessions it cites, so names are
+    # kept per session: sessions without a slug must not all take the first one's name.
+    by_slug: dict[str, str] = {}
+    for sid in order:
+        slug, cwd = slugs.get(sid), (cwds or {}).get(sid)
+        if slug is not None and cwd:
+            by_slug.setdefault(slug, project_name(slug, cwd))
+    names: dict[str | None, str] = {
+        sid: project_name(slugs.get(sid), (cwds or {}).get(sid)) if (cwds or {}).get(sid)
+        else by_slug.get(slugs.get(sid) or "", project_name(slugs.get(sid), None))
+        for sid in order
+    }
     # A subagent's file belongs to its parent's session when sessions are counted.
     roots = {sid: parent for sid, parent in (parents or {}).items() if parent and parent in session_ids}
     patterns = find_error_patterns(runs, order, new_from_line, roots)
