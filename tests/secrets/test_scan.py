@@ -212,3 +212,18 @@ def test_masking_any_window_leaves_no_stretch_of_a_key(prefix: str, tail: str, b
     shown = mask_window(text, min(a, b), max(a, b), found)
     assert not any(tail[i : i + 6] in shown for i in range(len(tail) - 5))
     assert MASK_RE.sub("", mask(text, found)) == MASK_RE.sub("", text.replace(key, ""))
+
+
+def test_the_samples_git_remote_of_a_service_account_is_not_masked() -> None:
+    """data/samples plants a Codex `git remote -v` whose account is a service's (expected.json
+    `not_secrets`): the rules engine names projects after such remotes, and masking it as a person's
+    e-mail made the secret gate refuse the candidate every night."""
+    from tests.helpers import EXPECTED, SAMPLES
+
+    paths = {s["sessionId"]: s["path"] for s in EXPECTED["sessions"]}
+    assert EXPECTED["not_secrets"]
+    for item in EXPECTED["not_secrets"]:
+        line = (SAMPLES / paths[item["sessionId"]]).read_text(encoding="utf-8").split("\n")[item["line"] - 1]
+        assert item["quote"] in json.loads(line)["payload"]["output"]
+        assert not {s for s in line_secrets(line) if s.kind == "email"}, item
+        assert item["quote"] in mask(line, line_secrets(line))

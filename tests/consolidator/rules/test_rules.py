@@ -122,7 +122,7 @@ def test_every_planted_commitment_is_found_as_planted(answer: dict[str, Any]) ->
         assert entry.get("dueHint") == planted["dueHint"], planted["id"]
         assert 0.5 <= entry["confidence"] <= 0.9
         assert entry["statement"] != planted["quote"]
-    assert len(answer["commitments"]) == len(EXPECTED["commitments"]) == 8
+    assert len(answer["commitments"]) == len(EXPECTED["commitments"]) == 9
 
 
 def test_no_planted_non_commitment_is_reported(answer: dict[str, Any]) -> None:
@@ -140,13 +140,13 @@ def test_the_measurement_in_numbers(answer: dict[str, Any]) -> None:
     commitments = sum((c["sessionId"], c["quote"]) in said for c in EXPECTED["commitments"])
     non = sum(any(n["quote"] in q or q in n["quote"] for _, q in said) for n in EXPECTED["non_commitments"])
     assert (patterns, len(EXPECTED["patterns"])) == (3, 3)
-    assert (decoys, len(EXPECTED["decoys"])) == (0, 2)
-    assert (commitments, len(EXPECTED["commitments"])) == (8, 8)
-    assert (non, len(EXPECTED["non_commitments"])) == (0, 10)
+    assert (decoys, len(EXPECTED["decoys"])) == (0, 3)
+    assert (commitments, len(EXPECTED["commitments"])) == (9, 9)
+    assert (non, len(EXPECTED["non_commitments"])) == (0, 12)
     procedures = " ".join(e["quote"] for c in answer["candidates"] if c["kind"] == "procedural" for e in c["evidence"])
     workarounds = sum(all(o["quote"] in procedures for o in w["occurrences"]) for w in EXPECTED["workarounds"])
     assert (workarounds, len(EXPECTED["workarounds"])) == (2, 2)
-    assert len(answer["candidates"]) == 5 and len(answer["commitments"]) == 8
+    assert len(answer["candidates"]) == 5 and len(answer["commitments"]) == 9
 
 
 def test_every_scanned_session_is_named_and_logged(source: BatchInput, all_ids: list[str]) -> None:
