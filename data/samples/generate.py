@@ -2467,11 +2467,10 @@ def codex_sessions(c: Corpus, x: Json) -> dict[str, Codex]:
     # and a git remote of a service account that is nobody's e-mail address
     announce = x3.prompt(P_ANNOUNCE, wait=(30, 40))
     remote = x3.shell("git remote -v", REMOTE_OUTPUT, duration=0.1)
-    stale = []
-    for n in range(3):
+    for _ in range(3):
         x3.shell(f"sed -n '1,40p' {CHART_TSX}", CHART_HEAD, duration=0.1)
-        stale.append(x3.shell(["apply_patch", STALE_PATCH], stale_patch_error(), exit_code=1, duration=0.0,
-                              err=("decoy-stale-patch", stale_patch_error().split("\n")[0])))
+        x3.shell(["apply_patch", STALE_PATCH], stale_patch_error(), exit_code=1, duration=0.0,
+                 err=("decoy-stale-patch", stale_patch_error().split("\n")[0]))
     x3.apply_patch(FRESH_PATCH, [f"M {CHART_TSX}"])
     offer = x3.say(A_CONTINGENCY)
     x3.repeat_count()
