@@ -49,22 +49,28 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
-# The rules engine measured on the labelled real sessions (bench/eval/README.md). The transcripts are
-# not in the repository: REAL names the folder they were copied to. A scratch warehouse is used and
-# removed; the artifact folders stay in a temporary folder the output names.
+# The rules engine measured on the labelled real sessions (bench/eval/README.md), one report per gold
+# file (each labels one batch of the folder): the first batch, then the second. The transcripts are not
+# in the repository: REAL names the folder they were copied to. One scratch warehouse is ingested once
+# and removed; the artifact folders stay in a temporary folder each report names.
 REAL ?= ../shared/real-transcripts
-GOLD ?= bench/eval/real-dev.gold.jsonl
+GOLD ?= bench/eval/real-dev.gold.jsonl bench/eval/real-dev-2.gold.jsonl
 # The cache causes of the same transcripts, labelled from the raw lines (pipeline cache-eval).
 CAUSE_GOLD ?= bench/eval/cache-causes.gold.jsonl bench/eval/cache-causes-2.gold.jsonl
 
 eval: $(STAMP)
 	@if [ ! -d "$(REAL)" ]; then \
-	  echo "make eval: no transcripts at $(REAL); pass REAL=DIR, the folder of real transcripts the gold file $(GOLD) labels (see bench/eval/README.md)" >&2; \
+	  echo "make eval: no transcripts at $(REAL); pass REAL=DIR, the folder of real transcripts the gold files $(GOLD) label (see bench/eval/README.md)" >&2; \
 	  exit 2; fi
 	@scratch=$$(mktemp -d); trap 'rm -rf "$$scratch"' EXIT; \
-	  $(BIN)/pipeline ingest "$(REAL)" --db "$$scratch/eval.duckdb" >&2 && \
-	  $(BIN)/pipeline eval --gold "$(GOLD)" --db "$$scratch/eval.duckdb" --engine rules && \
-	  $(BIN)/pipeline cache-eval --db "$$scratch/eval.duckdb" $(foreach g,$(CAUSE_GOLD),--gold "$(g)")
+	  $(BIN)/pipeline ingest "$(REAL)" --db "$$scratch/eval.duckdb" >&2 || exit $$?; \
+	  status=0; for gold in $(GOLD); do \
+	    echo ""; echo "== $$gold"; \
+	    $(BIN)/pipeline eval --gold "$$gold" --db "$$scratch/eval.duckdb" --engine rules || status=$$?; \
+	  done; \
+	  echo ""; echo "== cache causes"; \
+	  $(BIN)/pipeline cache-eval --db "$$scratch/eval.duckdb" $(foreach g,$(CAUSE_GOLD),--gold "$(g)") || status=$$?; \
+	  exit $$status
 
 clean-data:
 	rm -rf data/warehouse.duckdb data/warehouse.duckdb.* data/corpus data/runs

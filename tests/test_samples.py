@@ -430,7 +430,8 @@ def test_commitments_and_lookalikes(expected: Json, by_id: dict[str, Json], reco
             at = c["resolvedAt"]
             assert (at["sessionId"], at["line"]) > (c["sessionId"], c["line"]) or at["sessionId"] != c["sessionId"]
     whys = {n["why"] for n in expected["non_commitments"]}
-    assert whys == {"question", "hypothetical", "other-person", "finished-work", "instruction-carried-out"}
+    assert whys == {"question", "hypothetical", "other-person", "finished-work", "instruction-carried-out",
+                    "prompt-announcement", "contingency-offer"}
     assert all(n["actor"] == "other" for n in expected["non_commitments"] if n["why"] == "other-person")
     # Commitments live in what people and the model said, never in tool output.
     for item in commitments + expected["non_commitments"]:

@@ -900,6 +900,25 @@ class Codex(Session):
 
 # --------------------------------------------------------------------------- shared file contents and outputs
 
+# X3's last turns (issue 21): what the rules must not report, and one hand-off they must.
+P_ANNOUNCE = "I am going to run the chart build with a lot of output."
+A_CONTINGENCY = "The tooltip now escapes `note`. If the chart still looks unstyled, tell me which page you opened and I'll trace it."
+C_PASTE_LOG = "Then paste the build log here and I'll fix the warnings it lists."
+REMOTE_ACCOUNT = "ci-bot@git.northwind.io:ana-lopez/web-dashboard.git"
+REMOTE_OUTPUT = f"origin\t{REMOTE_ACCOUNT} (fetch)\norigin\t{REMOTE_ACCOUNT} (push)\n"
+CHART_TSX = "src/chart/RevenueChart.tsx"
+CHART_HEAD = "import { useMemo } from 'react';\nexport function RevenueChart({ rows }: Props) {\n  const tip = (r: Row) => r.note;\n"
+STALE_PATCH = (f"*** Begin Patch\n*** Update File: {CHART_TSX}\n@@\n-  const tip = (r) => r.note;\n"
+               "+  const tip = (r) => escapeHtml(r.note);\n*** End Patch\n")
+FRESH_PATCH = (f"*** Begin Patch\n*** Update File: {CHART_TSX}\n@@\n-  const tip = (r: Row) => r.note;\n"
+               "+  const tip = (r: Row) => escapeHtml(r.note);\n*** End Patch\n")
+
+
+def stale_patch_error() -> str:
+    return (f"apply_patch verification failed: Failed to find expected lines in {B_CWD}/{CHART_TSX}:\n"
+            "  const tip = (r) => r.note;")
+
+
 A_CWD = "/home/ana/src/checkout-api"
 B_CWD = "/home/ana/src/web-dashboard"
 C_CWD = "/home/ana/src/ledger_sync.v2"
@@ -2441,7 +2460,29 @@ def codex_sessions(c: Corpus, x: Json) -> dict[str, Codex]:
         "consumer has to as well."
     )
     x3.repeat_count()
+
+    # what real sessions showed the rules getting wrong (issue 21): a prompt announcing what the user is
+    # about to try, a patch refused three times for a stale copy of the file and applied once re-read
+    # (the generic recovery, not a memory), a contingency offer, a hand-off opened by an imperative,
+    # and a git remote of a service account that is nobody's e-mail address
+    announce = x3.prompt(P_ANNOUNCE, wait=(30, 40))
+    remote = x3.shell("git remote -v", REMOTE_OUTPUT, duration=0.1)
+    for _ in range(3):
+        x3.shell(f"sed -n '1,40p' {CHART_TSX}", CHART_HEAD, duration=0.1)
+        x3.shell(["apply_patch", STALE_PATCH], stale_patch_error(), exit_code=1, duration=0.0,
+                 err=("decoy-stale-patch", stale_patch_error().split("\n")[0]))
+    x3.apply_patch(FRESH_PATCH, [f"M {CHART_TSX}"])
+    offer = x3.say(A_CONTINGENCY)
+    x3.repeat_count()
+    x3.prompt("the build printed a page of warnings", wait=(20, 30))
+    handoff = x3.say(C_PASTE_LOG)
+    x3.repeat_count()
     c.add(x3)
+    x["commitments"].append(
+        {"id": "agent-paste-build-log", **c.ref(x3, handoff.item, C_PASTE_LOG, also_at_lines=[handoff.event]),
+         "actor": "agent", "resolved": False, "dueHint": None}
+    )
+    x["not_secrets"].append({**c.ref(x3, remote.output, REMOTE_ACCOUNT), "why": "an scp-style git remote's service account"})
 
     x["commitments"].append(
         {
@@ -2454,6 +2495,8 @@ def codex_sessions(c: Corpus, x: Json) -> dict[str, Codex]:
         }
     )
     x["non_commitments"] += [
+        {**c.ref(x3, announce.item, P_ANNOUNCE, also_at_lines=[announce.event]), "why": "prompt-announcement", "actor": "user"},
+        {**c.ref(x3, offer.item, A_CONTINGENCY, also_at_lines=[offer.event]), "why": "contingency-offer", "actor": "agent"},
         {**c.ref(x1, q_skip.item, Q_SKIP, also_at_lines=[q_skip.event]), "why": "question", "actor": "user"},
         {**c.ref(x1, k.item, O_KENJI, also_at_lines=[k.event]), "why": "other-person", "actor": "other"},
         {**c.ref(x2, hyp.item, H_PY39, also_at_lines=[hyp.event]), "why": "hypothetical", "actor": "agent"},
@@ -3029,6 +3072,11 @@ DECOYS = {
         "UnicodeDecodeError: 'utf-8' codec can't decode byte <byte> in position <pos>: invalid start byte",
         "appears in one session only",
     ),
+    "decoy-stale-patch": (
+        "apply_patch verification failed: Failed to find expected lines in <path>/RevenueChart.tsx:",
+        "a stale copy of the file, three times in one session, applied once the file was read again: the "
+        "generic recovery, not a memory",
+    ),
 }
 COMMITMENT_RE = re.compile(r"\b(?:I'll|I will|I'm going to|I am going to|we'll|we will)\b", re.IGNORECASE)
 
@@ -3113,6 +3161,7 @@ def build() -> tuple[dict[str, bytes], Json]:
         "across_midnight": [],
         "resumed_later": [],
         "backwards_timestamps": [],
+        "not_secrets": [],
     }
     a = project_checkout(c, x)
     project_dashboard(c, x)
@@ -3195,6 +3244,8 @@ def build() -> tuple[dict[str, bytes], Json]:
         "across_midnight": x["across_midnight"],
         "resumed_later": x["resumed_later"],
         "real_log_quirks": x["real_log_quirks"],
+        # text that looks like a person's address and is not (secrets detection must leave it readable)
+        "not_secrets": x["not_secrets"],
         "sessions": sorted(c.sessions, key=lambda s: s["path"]),
     }
     self_check(c, expected)

@@ -85,10 +85,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
                 w(f"not watermarked (named in readSessionIds but never searched or read): "
                   f"{', '.join(result.named_not_touched)}\n")
             for r in result.candidates_refused:
-                w(f"candidate {r['candidate']} not written: {'; '.join(r['problems'])}\n")
-            if result.kept_pending:
-                w(f"kept pending (quoted by a candidate that was not written; read again next night): "
-                  f"{', '.join(result.kept_pending)}\n")
+                what = f"candidate {r['candidate']}" if "candidate" in r else f"commitment {r.get('commitment')}"
+                w(f"{what} not written: {'; '.join(r['problems'])}\n")
         else:
             w(f"{args.artifact}: nothing landed: {result.reason}\n")
     return result.exit_code

@@ -1,4 +1,4 @@
-"""`pipeline eval`: measure an engine on labelled sessions (a thin skin over `pipeline.nightly.evaluate`)."""
+"""`pipeline eval`: measure an engine on labelled sessions (a thin skin over `pipeline.eval.evaluate`)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _progress(event: Event) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from pipeline.nightly.evaluate import evaluate, render_table
+    from pipeline.eval.evaluate import evaluate, render_table
 
     result = evaluate(
         args.gold, db=args.db, engine=args.engine, model=args.model, base_url=args.base_url,

@@ -121,7 +121,7 @@ def _day(text: str | None, flag: str) -> Any:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from pipeline.warehouse.session_table import SessionFilter, session_table
+    from pipeline.usage.session_table import SessionFilter, session_table
 
     flt = SessionFilter(project=args.project, since=_day(args.since, "--since"), until=_day(args.until, "--until"),
                         format=args.format)

@@ -48,7 +48,7 @@ from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, Answ
 from pipeline.consolidator.engine import EngineOptions, Prepared, get_engine, resolve_engine
 from pipeline.errors import PipelineError, ToolError, UsageError
 from pipeline.faults import crash_point
-from pipeline.secret_gate import SecretSet
+from pipeline.secrets.gate import SecretSet
 
 if TYPE_CHECKING:  # the openai client is imported only when the LLM engine runs: it is slow to load
     from openai import OpenAI

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.secret_gate import SecretSet
-from pipeline.secrets_scan import Secret, SecretsSummary, line_secrets, summarise_lines
+from pipeline.secrets.gate import SecretSet
+from pipeline.secrets.scan import Secret, SecretsSummary, line_secrets, summarise_lines
 from pipeline.warehouse import db
 
 __all__ = ["SecretsSummary", "scan_sessions", "scan_warehouse", "summarise"]

@@ -28,7 +28,7 @@ from pipeline.consolidator.artifact import (
 )
 from pipeline.consolidator.batch_input import BatchInput
 from pipeline.consolidator.contract import Answer, Problem
-from pipeline.secret_gate import SecretSet
+from pipeline.secrets.gate import SecretSet
 
 __all__ = ["BatchContext", "EngineResult", "Event", "EventKind", "EventSink", "Recorder", "utc_now"]
 

@@ -26,8 +26,8 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from pipeline.consolidator.batch_secrets import scan_sessions
 from pipeline.consolidator.quotes import QuoteIndex, WarehouseQuotes
 from pipeline.errors import UsageError
-from pipeline.redact import redact
-from pipeline.secret_gate import SecretSet
+from pipeline.secrets.gate import SecretSet
+from pipeline.secrets.redact import redact
 
 __all__ = [
     "ACTORS",

@@ -103,7 +103,7 @@ def resolve_engine(engine: str, *, api_key: str | None) -> tuple[str, str]:
 # -- the built-in engines ----------------------------------------------------------------------------------
 def rules_engine(options: EngineOptions) -> Prepared:
     """The offline rules: no model, no network, the same answer for the same transcripts."""
-    from pipeline.consolidator.rules import run_rules
+    from pipeline.consolidator.rules.engine import run_rules
 
     return Prepared(run_rules)
 

@@ -35,9 +35,9 @@ from typing import Any, Protocol, runtime_checkable
 import duckdb
 from rapidfuzz import fuzz
 
-from pipeline.redact import MASK_RE, has_mask
-from pipeline.secret_gate import SecretSet
-from pipeline.secrets_scan import Secret, line_secrets, mask
+from pipeline.secrets.gate import SecretSet
+from pipeline.secrets.redact import MASK_RE, has_mask
+from pipeline.secrets.scan import Secret, line_secrets, mask
 
 __all__ = [
     "CLOSEST_SCAN_CHARS",

@@ -33,7 +33,7 @@ from pipeline.consolidator.contract import CheckResult, check_answer
 from pipeline.consolidator.prompts import TOOL_NAMES
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.errors import PipelineError
-from pipeline.secret_gate import SecretSet
+from pipeline.secrets.gate import SecretSet
 
 __all__ = ["BatchTools", "ToolOutcome", "error_result", "parse_arguments"]
 

@@ -8,7 +8,7 @@ the tool descriptions the model reads (prompts/tools.json), so change both toget
 Secrets are masked (`[REDACTED:kind]`) in everything the tools return unless a caller asks for raw
 text with `redact=False` (a person at their own terminal: `pipeline search` / `read` without
 `--redact`); the tools given to a model always redact (`pipeline.consolidator.toolbox`). Masking is
-the separate layer `pipeline.redact.LineMasker`: lines and columns still refer to the stored text.
+the separate layer `pipeline.secrets.redact.LineMasker`: lines and columns still refer to the stored text.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 
 import duckdb
 
-from pipeline import secrets_scan
 from pipeline.errors import ToolError
-from pipeline.redact import MASK_RE, LineMasker
-from pipeline.secret_gate import SecretSet
+from pipeline.secrets import scan as secrets_scan
+from pipeline.secrets.gate import SecretSet
+from pipeline.secrets.redact import MASK_RE, LineMasker
 from pipeline.warehouse import db
 
 MAX_HITS = 50

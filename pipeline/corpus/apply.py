@@ -7,9 +7,15 @@ kill anywhere therefore leaves either nothing, or commits that the re-run recogn
 watermark for a session whose memories did not land, never a memory twice.
 
 Secrets: the batch's sessions are scanned again here (an artifact is never trusted), every text is
-redacted with what the scan found, and the last gate (`pipeline.secret_gate`) refuses a candidate
+redacted with what the scan found, and the last gate (`pipeline.secrets.gate`) refuses a candidate
 or a commitment whose text still shares 12 or more characters with one of those secrets, in any
 normalised form. Refusals are listed in `candidatesRefused` with the reason, never with the secret.
+
+A refusal does not keep the sessions pending: the batch read them, and they are watermarked like the
+others. Holding them back would not bring the finding back: the same transcript, read again by the
+same rules, gives the same candidate and the same refusal, night after night (a livelock the real
+sessions showed: "0 sessions watermarked … still pending: 1"). What a refusal loses is said instead,
+in `candidatesRefused` and on the night report, for a reviewer to read.
 """
 
 from __future__ import annotations
@@ -33,8 +39,8 @@ from pipeline.corpus import dedupe, memory_file, tasks
 from pipeline.corpus.git_corpus import Corpus
 from pipeline.errors import UsageError
 from pipeline.faults import crash_point
-from pipeline.redact import redact
-from pipeline.secret_gate import SecretSet
+from pipeline.secrets.gate import SecretSet
+from pipeline.secrets.redact import redact
 from pipeline.warehouse import db as warehouse
 
 
@@ -83,7 +89,6 @@ class ApplyResult:
     tasks: dict[str, int] = field(default_factory=dict)
     watermarked: list[str] = field(default_factory=list)
     named_not_touched: list[str] = field(default_factory=list)
-    kept_pending: list[str] = field(default_factory=list)  # read, but quoted by a refused candidate
     llm_calls: int = 0
 
     @property
@@ -95,7 +100,7 @@ class ApplyResult:
             "artifactId": self.artifact_id, "runId": self.run_id, "batchId": self.batch_id, "status": self.status,
             "reason": self.reason, "memoriesWritten": self.memories_written, "memoriesLinked": self.memories_linked,
             "candidatesRefused": self.candidates_refused, "candidatesLanded": self.candidates_landed, "tasks": self.tasks, "watermarked": self.watermarked,
-            "namedNotTouched": self.named_not_touched, "keptPending": self.kept_pending, "llmCalls": self.llm_calls,
+            "namedNotTouched": self.named_not_touched, "llmCalls": self.llm_calls,
         }
 
 
@@ -142,10 +147,9 @@ def apply(artifact_dir: str | Path, *, db: str | Path | None = None, corpus: str
             _land_tasks(repo, art, answer, result, confidence_floor, _locator(con, known), known)
             touched = set(art.art.touched_session_ids())
             named = [s for s in dict.fromkeys(answer.readSessionIds) if s in art.session_ids]
-            held = {s for r in result.candidates_refused for s in r.get("sessionsKeptPending", [])}
-            result.watermarked = [s for s in named if s in touched and s not in held]
+            # Refused candidates hold nothing back (module docstring): every session read is watermarked.
+            result.watermarked = [s for s in named if s in touched]
             result.named_not_touched = [s for s in named if s not in touched]
-            result.kept_pending = [s for s in named if s in touched and s in held]
         crash_point("apply:before-warehouse")
         _record(con, repo if answer is not None else None, art, result, known)
     return result
@@ -175,12 +179,10 @@ def secret_problems(texts: list[str], known: SecretSet) -> list[str]:
     return list(dict.fromkeys(p for t in texts for p in known.check(t)))
 
 
-def _refuse(result: ApplyResult, i: int, claim: str, sessions: list[str], problems: list[str], *,
-            hold: bool = True) -> None:
-    """List a candidate that does not land, with why. With `hold`, the sessions it quotes are not watermarked
-    by this batch, so a later night reads them again (nothing is lost to a refusal)."""
-    result.candidates_refused.append({"candidate": i, "claim": claim, "problems": problems,
-                                      "sessionsKeptPending": sessions if hold else []})
+def _refuse(result: ApplyResult, i: int, claim: str, sessions: list[str], problems: list[str]) -> None:
+    """List a candidate that does not land, with why and the sessions it quotes (they are watermarked all
+    the same: a refusal is reported, not retried)."""
+    result.candidates_refused.append({"candidate": i, "claim": claim, "problems": problems, "sessions": sessions})
 
 
 def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candidate], result: ApplyResult,
@@ -205,7 +207,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         body = _evidence_body(cand, known)
         leaking = secret_problems([claim, gist, *entities, body], known)
         if leaking:
-            _refuse(result, i, known.scrub(claim), sessions, leaking)
+            _refuse(result, i, known.scrub(claim), sessions, leaking)  # the reason names kinds, never the secret
             continue
         unread = [s for s in sessions if s not in touched]
         if unread:
@@ -220,7 +222,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
             # A reviewer's decision, not a fault: the sessions are read, and the claim stays out.
             _refuse(result, i, claim, sessions, [
                 f"a reviewer took this memory back ({was_dropped.memory_id}, commit {was_dropped.commit[:12]}): "
-                f"{was_dropped.why}"], hold=False)
+                f"{was_dropped.why}"])
             continue
         trailers = {"Artifact": art.artifact_id, "Candidate": str(i)}
         same = next((p for p, d in existing.items() if d.id == mid), None)

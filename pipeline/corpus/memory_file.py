@@ -24,7 +24,7 @@ from pipeline.consolidator.contract import (
     clean_block,
     one_line,
 )
-from pipeline.redact import find_secrets
+from pipeline.secrets.redact import find_secrets
 
 __all__ = ["QUOTE_LEAK_MIN", "MemoryDoc", "clean_block", "gate", "memory_id", "one_line", "parse", "path_for",
            "render", "slugify"]

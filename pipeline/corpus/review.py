@@ -20,7 +20,7 @@ from pipeline.corpus import apply, dedupe, tasks
 from pipeline.corpus.git_corpus import Corpus
 from pipeline.errors import UsageError
 from pipeline.faults import crash_point
-from pipeline.redact import redact
+from pipeline.secrets.redact import redact
 from pipeline.warehouse import db as warehouse
 
 WHY_MAX_CHARS = 500

@@ -17,12 +17,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.consolidator.commitments import tidy_statement
 from pipeline.consolidator.contract import Commitment
+from pipeline.consolidator.rules.commitments import tidy_statement
 from pipeline.corpus import dedupe
 from pipeline.corpus.memory_file import slugify
-from pipeline.redact import redact
-from pipeline.secret_gate import SecretSet
+from pipeline.secrets.gate import SecretSet
+from pipeline.secrets.redact import redact
 
 STATUSES = ("proposed", "confirmed", "rejected", "done")
 OPEN = ("proposed", "confirmed")

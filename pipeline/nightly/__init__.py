@@ -4,10 +4,9 @@ Owns: `driver` (one night end to end), `executors` (where batches run: beside th
 a Dask cluster; the driver stays the only writer), `planner` (batches of pending sessions), `lock` (one night
 at a time per warehouse), `progress` (where the batches are, kept in the run folder), `kernels`
 (every papermill command line, running it with the kernel-start retry, the failing cell of an
-executed notebook), `report` (the night's HTML report), `evaluate` (an engine run over labelled
-sessions, batched as a night would, and scored against a gold file: `pipeline eval`), `eval_report`
-(that run's report: scores beside tokens, cached share and cost).
+executed notebook), `report` (the night's HTML report), `evidence` (the review page's quotes in their
+transcript context). Measuring an engine on labelled sessions is `pipeline.eval`.
 
 May import: every stage below the CLI (`corpus`, `consolidator`, `warehouse`, `cache`, `calls`,
-`anchoring`) and the cross-cutting top-level modules.
+`anchoring`, `secrets`) and the cross-cutting top-level modules.
 """

@@ -3,7 +3,7 @@
 The quote's line is found the way the contract verifies quotes (`pipeline.consolidator.quotes`); the
 lines around it are shown as readable message text (`pipeline.warehouse.readable`): who spoke, which
 tool was called with what, what it returned. Every piece of transcript text is masked before it is
-shown, the way the consolidator's tools mask what they return (`pipeline.redact.LineMasker`): the
+shown, the way the consolidator's tools mask what they return (`pipeline.secrets.redact.LineMasker`): the
 secrets detected anywhere on the stored line, and the night's known secrets, are masked in whatever
 piece of the line is shown, then long texts are cut around the quote, which is highlighted.
 """
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import duckdb
 
 from pipeline.consolidator.quotes import WarehouseQuotes
-from pipeline.redact import LineMasker
-from pipeline.secret_gate import SecretSet
-from pipeline.secrets_scan import Secret, detect, render, spans
+from pipeline.secrets.gate import SecretSet
+from pipeline.secrets.redact import LineMasker
+from pipeline.secrets.scan import Secret, detect, render, spans
 from pipeline.warehouse.readable import Entry, line_time, readable
 
 __all__ = ["EvidenceView", "Shown", "evidence_html", "evidence_view"]

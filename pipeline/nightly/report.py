@@ -9,7 +9,7 @@ sessions read, what is still pending, and the prompt-cache analysis.
 `tables()` and `review()` compute everything from the warehouse (read-only), the run folder and the
 corpus; the report notebook shows them, and `write()` executes it and converts it to one HTML page
 that needs nothing from the network (no scripts, fonts or styles from elsewhere). Every piece of
-text on the page passes through the redaction of `pipeline.redact`.
+text on the page passes through the redaction of `pipeline.secrets.redact`.
 
 The report is the last thing a night writes, so it has its own gate: the sessions of the night's
 batches are scanned for secrets again, every text the report shows is scrubbed against them
@@ -39,8 +39,8 @@ from pipeline.display import plain
 from pipeline.errors import ReportError
 from pipeline.nightly.evidence import EvidenceView, evidence_html, evidence_view
 from pipeline.nightly.kernels import papermill_command, run_papermill
-from pipeline.redact import redacted
-from pipeline.secret_gate import SecretSet
+from pipeline.secrets.gate import SecretSet
+from pipeline.secrets.redact import redacted
 from pipeline.warehouse import db as warehouse
 
 REPO = config.REPO
@@ -182,7 +182,7 @@ class RefusedItem:
     batch_id: str
     claim: str
     problems: list[str]
-    kept_pending: list[str]
+    sessions: list[str]
 
 
 @dataclass
@@ -222,8 +222,8 @@ def review(db: str | Path, run_id: str, corpus: str | Path | None = None) -> Rev
                               for e in cand.get("evidence", [])],
                 ))
             for r in d.get("candidatesRefused", []):
-                out.refused.append(RefusedItem(batch_id, r.get("claim", ""), list(r.get("problems", [])),
-                                               list(r.get("sessionsKeptPending", []))))
+                out.refused.append(RefusedItem(batch_id, r.get("claim") or r.get("statement", ""),
+                                               list(r.get("problems", [])), list(r.get("sessions", []))))
         if (repo.git_dir / "HEAD").exists():
             for _, t in tasks_mod.load_all(repo.root):
                 if t.status != "proposed":
@@ -431,8 +431,8 @@ def refused_html(rv: Review) -> str:
         return "<p><em>Every candidate of tonight's answers was written or linked.</em></p>"
     items = []
     for r in rv.refused:
-        held = ", ".join(f'<code class="id">{_e(s)}</code>' for s in r.kept_pending)
-        pending_note = f" Its sessions stay pending (read again next night): {held}." if held else ""
+        quoted = ", ".join(f'<code class="id">{_e(s)}</code>' for s in r.sessions)
+        pending_note = f" It quotes {quoted} (read and watermarked: not offered again for it)." if quoted else ""
         problems = "".join(f"<li>{_e(p)}</li>" for p in r.problems)
         items.append(f'<div class="card refused"><h3>{_e(r.claim)}</h3><div class="meta">batch '
                      f'<code class="id">{_e(r.batch_id)}</code>.{pending_note}</div><ul class="problems">{problems}</ul></div>')

@@ -560,7 +560,7 @@ def _formats(real: RealSet) -> CheckResult:
 def _secrets(real: RealSet) -> CheckResult:
     """What the consolidator's tools would mask: secrets found (distinct values) and occurrences
     masked, per kind, with the detection speed. A figure: real transcripts may hold secrets."""
-    from pipeline.secrets_scan import summarise_lines
+    from pipeline.secrets.scan import summarise_lines
 
     def read() -> Iterator[str]:
         cur = real.con.execute("SELECT text FROM lines ORDER BY session_id, line_no")

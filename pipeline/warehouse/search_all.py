@@ -174,7 +174,7 @@ def search_all(
 
     `total` counts every occurrence (of the role asked for, on the days asked for); `hits` lists the
     first `limit`, by session (oldest first) then line; `truncated` says the listing was cut. With
-    `redact`, secrets are masked as the consolidator's tools mask them (`pipeline.redact.LineMasker`): a
+    `redact`, secrets are masked as the consolidator's tools mask them (`pipeline.secrets.redact.LineMasker`): a
     hit with a secret anywhere near it is shown from the stored line, masked, and never decoded."""
     flt = flt or SearchFilter()
     if not isinstance(phrase, str) or phrase == "":
@@ -222,7 +222,7 @@ def search_all(
     order = sorted(found, key=lambda s: (sessions[s]["first_at"] is None, sessions[s]["first_at"] or dt.datetime.min, s))
     masker = None
     if redact:
-        from pipeline.redact import LineMasker  # detect-secrets: only a masked search pays for it
+        from pipeline.secrets.redact import LineMasker  # detect-secrets: only a masked search pays for it
 
         masker = LineMasker()
     listed: list[dict[str, Any]] = []
@@ -254,7 +254,7 @@ def search_all(
 
 
 def _render(text: str, found: list[Any], start: int, end: int) -> str:
-    from pipeline.secrets_scan import render
+    from pipeline.secrets.scan import render
 
     return render(text, found, start, end)
 

@@ -210,7 +210,7 @@ def test_the_verb_json_and_pending(wh: Path, tmp_path: Path, capsys: pytest.Capt
     assert code == 0 and doc["outcome"] == "accepted" and doc["engine"] == "rules"
     with db.reading(wh) as con:
         pending = [e["sessionId"] for e in tools.list_sessions(con) if e["lineCount"] >= e["newFromLine"]]
-    assert doc["sessionIds"] == pending and doc["candidates"] == 5 and doc["commitments"] == 8
+    assert doc["sessionIds"] == pending and doc["candidates"] == 5 and doc["commitments"] == 9
     assert Path(doc["outDir"]).is_relative_to(tmp_path / "runs")
     assert "OPENAI_API_KEY is not set" in captured.err
 

@@ -15,12 +15,12 @@ from pipeline.consolidator import tools
 from pipeline.consolidator.batch_input import snapshot
 from pipeline.consolidator.batch_secrets import scan_sessions
 from pipeline.consolidator.contract import check_answer
-from pipeline.consolidator.error_shapes import ToolResult
 from pipeline.consolidator.quotes import MemoryQuotes, WarehouseQuotes, quote_in_line
-from pipeline.consolidator.rules import BatchText, build_answer, masked
+from pipeline.consolidator.rules.engine import BatchText, build_answer, masked
+from pipeline.consolidator.rules.error_shapes import ToolResult
 from pipeline.consolidator.toolbox import BatchTools
-from pipeline.secret_gate import SecretSet
-from pipeline.secrets_scan import line_secrets
+from pipeline.secrets.gate import SecretSet
+from pipeline.secrets.scan import line_secrets
 from pipeline.warehouse import db, ingest
 from tests.helpers import write_jsonl
 

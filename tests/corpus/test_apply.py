@@ -199,12 +199,12 @@ def test_a_candidate_quoting_a_session_the_batch_never_looked_at_is_not_landed(e
     assert r.status == "applied" and r.memories_written == [] and r.memories_linked == []
     assert r.candidates_refused[0]["problems"] == [f"quotes session(s) the batch never searched or read: {unread}"]
     assert not memory_files(corpus)
-    # nothing is lost to the refusal: the read session it quotes is not watermarked, a later night reads it again
-    read_and_quoted = [s for s in quoted if s != unread]
-    assert r.kept_pending == read_and_quoted and not set(read_and_quoted) & set(r.watermarked)
-    assert set(r.watermarked) == {a, b, c} - set(quoted)
+    # the refusal is listed with the sessions it quotes; the sessions the batch read are watermarked all
+    # the same (holding them would only offer the same refusal again), the one it never read is not
+    assert r.candidates_refused[0]["sessions"] == quoted
+    assert set(r.watermarked) == {a, b, c} - {unread}
     with db.reading(wh) as con:
-        assert set(quoted) <= set(pending.pending_ids(con))
+        assert set(pending.pending_ids(con)) & {a, b, c} == {unread}
 
 
 def test_watermark_records_manifest_sizes_and_growth_is_pending(env) -> None:

@@ -115,8 +115,9 @@ def test_an_accepted_answer_is_applied_and_no_candidate_disappears(world: dict[s
     assert len(r.memories_written) + len(r.memories_linked) == len(landed)
     for x in r.candidates_refused:
         assert x["problems"] and all(isinstance(p, str) and p for p in x["problems"])
-        # refused for a fault: what it quotes is not marked read, so a later night looks again
-        assert not set(x["sessionsKeptPending"]) & set(r.watermarked)
+        # a refusal is listed with what it quotes, and holds back no session the batch read
+        assert x["sessions"] and set(x["sessions"]) <= set(BATCH)
+    assert set(r.watermarked) == {s for s in answer["readSessionIds"] if s in touched}
     # every commitment is counted in one of the task outcomes
     assert sum(r.tasks.values()) == len(answer["commitments"])
     # the only refusals left to apply are those the answer alone cannot show: an unread session

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.consolidator import pending
 from pipeline.corpus import apply
 from pipeline.corpus.git_corpus import Corpus
 from pipeline.nightly import report
-from pipeline.secret_gate import SecretSet
+from pipeline.secrets.gate import SecretSet
 from pipeline.warehouse import db, ingest
 from tests.helpers import write_artifact, write_jsonl
 
@@ -85,6 +86,23 @@ def test_rewritten_secrets_are_refused_and_masked_quotes_land(env) -> None:
         assert form[:14] not in out and form[-14:] not in out
     assert not SecretSet.from_lines([ERROR]).leaks(out)
     assert MASKED in Corpus(corpus).git("log", "--format=%B")
+
+
+def test_a_refused_candidate_is_listed_and_its_sessions_are_not_offered_again(env) -> None:
+    """No livelock: the same transcript read again gives the same candidate and the same refusal, so a
+    refusal watermarks what the batch read and says why, instead of keeping the sessions pending."""
+    tmp, wh, corpus, ids = env
+    with db.reading(wh) as con:
+        art = write_artifact(tmp / "a1", con, ids, candidates=[
+            candidate(f"The refused key was {KEY.upper().replace('-', ' ')}.", ids=ids)])
+    r = apply.apply(art, db=wh, corpus=corpus)
+    assert r.status == "applied" and r.memories_written == []
+    [refused] = r.candidates_refused
+    assert refused["candidate"] == 0 and refused["sessions"] == sorted(ids)
+    assert "openai-key" in " ".join(refused["problems"]) and KEY[8:22] not in json.dumps(refused)
+    assert sorted(r.watermarked) == sorted(ids) and "keptPending" not in r.to_json()
+    with db.reading(wh) as con:
+        assert not set(pending.pending_ids(con)) & set(ids)
 
 
 def test_a_raw_secret_in_a_claim_is_masked_before_it_lands(env) -> None:

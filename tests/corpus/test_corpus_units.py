@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.corpus import dedupe, memory_file
-from pipeline.redact import find_secrets, redact
+from pipeline.secrets.redact import find_secrets, redact
 
 SECRETS = {
     "openai-key": "use sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34 for the call",

@@ -138,7 +138,7 @@ def test_apply_refuses_a_dropped_claim_and_says_why(landed, tmp_path: Path) -> N
     [refused] = r.candidates_refused
     assert "a reviewer took this memory back" in refused["problems"][0] and "not a pattern" in refused["problems"][0]
     # a reviewer's decision, not a fault: the sessions are read all the same
-    assert refused["sessionsKeptPending"] == [] and set(r.watermarked) == set(SESSIONS)
+    assert set(r.watermarked) == set(SESSIONS)
     assert not any(s.startswith(("memory: ", "link: ")) for s in subjects(corpus)[:1])
     assert dedupe.dropped_memories(Corpus(corpus))[0].memory_id == mid
 

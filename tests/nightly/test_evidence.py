@@ -61,7 +61,7 @@ def test_a_quote_spanning_the_json_of_its_line_shows_that_raw_stretch(tmp_path: 
 
 
 def test_the_nights_known_secrets_are_masked_where_the_detectors_alone_would_miss_them(tmp_path: Path) -> None:
-    from pipeline.secret_gate import SecretSet
+    from pipeline.secrets.gate import SecretSet
 
     password = "Zx9qT4pLmW2rK7"
     said = [

@@ -22,7 +22,7 @@ import pytest
 
 from pipeline.corpus import tasks as tasks_mod
 from pipeline.corpus.git_corpus import Corpus
-from pipeline.redact import redacted
+from pipeline.secrets.redact import redacted
 from tests.helpers import REPO, SAMPLES
 
 pytestmark = pytest.mark.slow

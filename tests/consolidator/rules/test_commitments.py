@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.consolidator import promise_phrases as pp
-from pipeline.consolidator.commitments import (
+from pipeline.consolidator.rules import promise_phrases as pp
+from pipeline.consolidator.rules.commitments import (
     Message,
     commitment_entry,
     find_commitments,
@@ -151,6 +151,73 @@ def test_phrase_families() -> None:
 
 
 def test_sentences_end_before_cjk_text_without_a_space() -> None:
-    from pipeline.consolidator.commitments import sentences
+    from pipeline.consolidator.rules.commitments import sentences
 
     assert sentences("要不要我先查一下?你给我路径我就补上。好的。") == ["要不要我先查一下?", "你给我路径我就补上。", "好的。"]
+
+
+# -- promises come only from conversational text (the false promises of the unseen real sessions) ------
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "I am going to run a command with a lot of output.",  # what the user is about to try, right now
+        "I'm going to wipe the test database and start from scratch",
+        "I'll let you pick the library here.",  # a delegation
+        "I'll be mostly hands-off for this project: keep the plan in PLAN.md.",  # a /plan prompt's own plan
+        "We'll use Vite, React and a Go backend.",  # a statement of the stack
+    ],
+)
+def test_a_prompt_s_own_announcements_plans_and_delegations_are_not_promises(prompt: str) -> None:
+    assert find_commitments([Message("s1", 1, "user", prompt, is_prompt=True)]) == []
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "I'll restart the database container myself and tell you when it's up.",  # work taken off the agent
+        "I will finish the migration notes tonight.",
+        "Ich werde die Screenshots morgen machen.",
+    ],
+)
+def test_a_user_s_promise_defers_their_own_work_past_the_session(prompt: str) -> None:
+    assert [f.actor for f in find_commitments([Message("s1", 1, "user", prompt, is_prompt=True)])] == ["user"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "If it still looks plain, tell me which page you opened and I'll trace it.",
+        "If you don't see the Export button, tell me which screen you are on and I'll fix the layout.",
+        "If another error appears after the reload, send me the stack and I'll close that out too.",
+        "Falls es immer noch hängt, schick mir das Log, dann schaue ich es mir an.",
+    ],
+)
+def test_a_contingency_on_work_just_done_is_an_offer(text: str) -> None:
+    assert found(text) == []
+    assert pp.is_offer(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "After the flash finishes, come back here and I'll help you format the data partition.",
+        "Then paste the hash here and I'll update the config and clean up the history.",
+        "When you're ready, switch me out of plan mode and I'll start with the schema.",
+        "Let me know once the scaffold exists (or if you want me to generate it) and I'll pick up from there.",
+    ],
+)
+def test_an_imperative_to_the_other_party_then_the_speaker_s_part_is_a_hand_off(text: str) -> None:
+    assert found(text) == [("agent", "handoff")]
+
+
+def test_a_fenced_block_is_quoted_not_said() -> None:
+    text = "Run this:\n```\n# I'll clean the cache later\nrm -rf .cache\n```\nThat is all."
+    assert found(text) == []
+    said = [Message("s1", 1, "user", "```\nwe'll migrate the tables tomorrow\n```", is_prompt=True)]
+    assert find_commitments(said) == []
+
+
+def test_the_same_promise_said_twice_in_a_session_is_one() -> None:
+    prompt = "I'll rotate the staging keys myself tomorrow."
+    said = [Message("s1", 1, "user", prompt, is_prompt=True), Message("s1", 5, "user", prompt, is_prompt=True)]
+    assert [f.line_no for f in find_commitments(said)] == [1]

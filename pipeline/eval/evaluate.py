@@ -13,7 +13,7 @@ Every `evidence` item is `{"sessionId", "line", "quote"}` with the warehouse's 1
 batch with `pipeline.consolidator.batch.run_batch` (artifact folders under `out_dir`, the warehouse
 opened read-only; nothing is applied, so the corpus, tasks and watermarks are never touched) and
 scores the accepted answers with `score`, then writes `eval.json`, `report.md` and `report.html` next to
-the artifact folders (`pipeline.nightly.eval_report`: the scores beside each batch's model calls,
+the artifact folders (`pipeline.eval.report`: the scores beside each batch's model calls,
 tokens, cached share and cost):
 
 * a proposed evidence item matches a gold one when it is in the same session and either its quote
@@ -51,8 +51,8 @@ from pipeline.consolidator.contract import Answer, Kind
 from pipeline.consolidator.engine import resolve_engine
 from pipeline.consolidator.quotes import quote_in_line
 from pipeline.errors import UsageError
+from pipeline.eval.report import batch_costs, totals, write_report
 from pipeline.nightly import planner
-from pipeline.nightly.eval_report import batch_costs, totals, write_report
 from pipeline.warehouse import db as warehouse
 
 __all__ = [

@@ -29,7 +29,7 @@ __all__ = ["BatchCost", "batch_costs", "render_markdown", "totals", "write_repor
 
 
 class Evaluation(Protocol):
-    """What the report reads of an eval run (`pipeline.nightly.evaluate.Evaluation`)."""
+    """What the report reads of an eval run (`pipeline.eval.evaluate.Evaluation`)."""
 
     engine: str
     out_dir: Path

@@ -1,10 +1,10 @@
-"""Which tool calls failed, by the rules of `pipeline.consolidator.tool_runs`."""
+"""Which tool calls failed, by the rules of `pipeline.consolidator.rules.tool_runs`."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.consolidator.tool_runs import (
+from pipeline.consolidator.rules.tool_runs import (
     ToolResult,
     distinct_runs,
     error_token_line,

@@ -1,4 +1,4 @@
-"""`pipeline.nightly.evaluate`: the gold format, the matching rule and the scoring arithmetic.
+"""`pipeline.eval.evaluate`: the gold format, the matching rule and the scoring arithmetic.
 
 No quality figure is asserted here: every expected number is computed by hand from a gold set and
 proposals built for the test (end-to-end runs over the samples are in tests/cli/test_eval.py).
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from pipeline.consolidator.contract import Answer
 from pipeline.errors import UsageError
-from pipeline.nightly.evaluate import (
+from pipeline.eval.evaluate import (
     OVERLAP_CHARS,
     GoldSet,
     Proposal,

@@ -1,26 +1,34 @@
 """Procedures and constraints that show in how commands are run: the rules engine's `procedural` candidates.
 
 The rules read the shell commands of the batch's tool calls (subagent replays removed; parsed by
-`pipeline.consolidator.shell_commands`) and report three kinds of routine, per project (the batch's
+`pipeline.consolidator.rules.shell_commands`) and report three kinds of routine, per project (the batch's
 sessions grouped by their project slug):
 
 * **an environment setting carried by many commands**: the same `VAR=value` prefix
   (`PYTHONPATH=. pytest -q`) or `export VAR=value` step on commands of two or more sessions, or on
   three or more commands of one session. A workaround that became routine looks like this. Settings
-  that only make output plain (`GIT_PAGER=cat`, `NO_COLOR=1`, `TERM=dumb`, …) are habits, not facts.
+  that only make output plain (`GIT_PAGER=cat`, `NO_COLOR=1`, `TERM=dumb`, …) are habits, not facts,
+  and the harness's own variables (`CLAUDE_PROJECT_DIR=…` set by hand while testing a hook) are
+  the harness emulated, not a setting of the project.
 * **a pinned program path**: a program called by its absolute path (`/usr/bin/snmpwalk`,
-  `~/Library/Python/3.9/bin/yt-dlp`) in two or more sessions, or three or more times in one: the bare
-  name does not work (or is not the one wanted) on that machine. Shells (`/bin/bash script.sh`) are
-  not pinned tools.
+  `~/Library/Python/3.9/bin/yt-dlp`) in two or more sessions, or three or more times in one. Shells
+  (`/bin/bash script.sh`) are not pinned tools. The memory says the bare name is not on PATH only
+  when the batch shows it: a run of the bare name that failed as not found ("command not found", "is
+  not recognized"). Otherwise it says only that the program is called by its path: a claim that the
+  bare name fails, when it was never tried, is one the memory's own evidence does not back.
 * **the project's routine commands**:
   - a check (tests, type checker, linter, build: `shell_commands.is_checker`) run the same way
     (same program, subcommand and flags) in most of the project's sessions (more than half, at
-    least two), or at least `SOLO_CHECKS` times in a project's only session;
+    least two), or at least `SOLO_CHECKS` times in a project's only session. A package manager's
+    `run` names its script (`npm run lint`, not `npm run`): runs of different scripts are different
+    checks, and "the routine check is `npm run`" tells a reader nothing;
   - any other step that names something specific (a path-like operand, or an assignment) run
     verbatim in most of the project's sessions, at least `STEP_SESSIONS` (`cat _bmad/bmm/config.yaml`
-    at the start of every session, `rm -rf .pytest_cache` before the tests); reading the same
-    document in two sessions is just work on the same thing. Commands that only look at
-    things without naming a file (`git status`, `ls`) are not steps.
+    at the start of every session, `rm -rf .pytest_cache` before the tests). A step does something:
+    commands that only look at things (`shell_commands.INSPECTION`: `cat`, `ls`, `sed -n`, `rg`,
+    `git status`, …) are never steps, whatever file they name. Reading `package.json` or `AGENTS.md`
+    in most sessions is how an agent finds its way around, and "most sessions run `cat` on
+    package.json" was the noise a reviewer of the real sessions had to read most often.
 
 One command feeds at most one routine (an environment prefix absorbs the check it prefixes), and a
 routine is reported only when one of its runs is new to the batch (at or after `new_from_line`).
@@ -36,9 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
-from pipeline.consolidator import shell_commands as sh
 from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, MAX_QUOTE_CHARS, MIN_QUOTE_CHARS
-from pipeline.consolidator.tool_runs import ToolResult
+from pipeline.consolidator.rules import shell_commands as sh
+from pipeline.consolidator.rules.tool_runs import ToolResult
 
 __all__ = ["SOLO_CHECKS", "STEP_SESSIONS", "Routine", "find_routines", "project_name", "routine_candidate"]
 
@@ -59,6 +67,7 @@ class Routine:
     key: str  # the assignment, the path, the check's key or the step's text
     project: str | None
     runs: dict[str, list[tuple[ToolResult, str]]] = field(default_factory=dict)  # session → [(run, quoted text)]
+    bare_name_failed: bool = False  # for a pinned path: the bare name failed as not found in the batch
 
     @property
     def count(self) -> int:
@@ -110,12 +119,44 @@ _HYGIENE = frozenset({
 _SHELL_PROGRAMS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "fish", "env"})
 
 
+# The harness's own variables (Claude Code sets CLAUDE_PROJECT_DIR for its hooks): a command that sets
+# one by hand is emulating the harness, testing a hook, not carrying a setting of the project.
+_HARNESS_VARS = re.compile(r"^(?:CLAUDE|CODEX|ANTHROPIC|OPENAI)_")
+
+
 def _steady(value: str) -> bool:
-    """An assignment worth remembering: a literal value, not a computed one, a one-off variable or an
-    output setting (`GIT_PAGER=cat`, `NO_COLOR=1`)."""
+    """An assignment worth remembering: a literal value, not a computed one, a one-off variable, an
+    output setting (`GIT_PAGER=cat`, `NO_COLOR=1`) or one of the harness's own variables."""
     name, _, val = value.partition("=")
-    return (bool(name) and name not in _HYGIENE and "$(" not in val and "`" not in val and len(value) <= 120
+    return (bool(name) and name not in _HYGIENE and not _HARNESS_VARS.match(name) and "$(" not in val and "`" not in val and len(value) <= 120
             and "[REDACTED" not in val)  # a masked secret is not a setting to remember
+
+
+# Package managers whose `run` (or `exec`) takes the script to run as its next word.
+_SCRIPT_RUNNERS = frozenset({"npm", "yarn", "pnpm", "bun"})
+_NOT_FOUND = re.compile(r"command not found|not found: |is not recognized as|No such file or directory", re.IGNORECASE)
+
+
+def _check_key(main: sh.Segment) -> str:
+    """A check's key (`Segment.key`), with the script a package manager's `run`/`exec` runs."""
+    key = main.key()
+    words = main.words
+    if (sh.program_name(main.program_word).lower() in _SCRIPT_RUNNERS and len(words) > 2
+            and words[1] in ("run", "run-script", "exec") and not words[2].startswith("-")):
+        key = f"{key} {words[2]}"
+    return key
+
+
+def _bare_name_failures(runs: Sequence[ToolResult]) -> set[str]:
+    """Programs called by their bare name that failed as not found somewhere in the batch."""
+    out: set[str] = set()
+    for run in runs:
+        if not (run.is_error or run.exit_code not in (None, 0)) or not _NOT_FOUND.search(run.text or ""):
+            continue
+        for seg in _segments(run):
+            if seg.words and not _ABSOLUTE.match(seg.program_word) and seg.program_word in run.text:
+                out.add(seg.program_word)
+    return out
 
 
 def find_routines(
@@ -130,6 +171,8 @@ def find_routines(
     new_from = new_from_line or {}
     root = roots or {}
     rank = {sid: i for i, sid in enumerate(session_order)}
+    runs = list(runs)
+    bare_failed = _bare_name_failures(runs)
     ordered = sorted((r for r in runs if r.command), key=lambda r: (rank.get(r.session_id, 1 << 30), r.session_id, r.call_line or r.line_no))
     sessions_of: dict[str | None, set[str]] = {}
     for sid in session_order:
@@ -154,8 +197,8 @@ def find_routines(
         if main is None:
             continue
         if sh.is_checker(main):
-            note("check", main.key(), run, main.text)
-        elif not sh.is_inspection(main) or any(_PATHISH.search(o) for o in main.operands):
+            note("check", _check_key(main), run, main.text)
+        elif not sh.is_inspection(main):
             specific = main.env or any(_PATHISH.search(o) for o in main.operands)
             if specific and main.program.lower() not in ("cd", "set-location", "echo", "sleep", "git"):
                 note("step", " ".join(main.text.split()), run, run.command or main.text)
@@ -172,6 +215,7 @@ def find_routines(
             keep = spread >= STEP_SESSIONS and spread * 2 > len(in_project)
         fresh = any(r.line_no >= new_from.get(sid, 1) for sid, items in routine.runs.items() for r, _ in items)
         if keep and fresh:
+            routine.bare_name_failed = kind == "path" and sh.program_name(routine.key) in bare_failed
             out.append(routine)
     return _one_routine_per_command(out, rank)
 
@@ -230,7 +274,10 @@ def _evidence(routine: Routine) -> list[dict[str, str]]:
 
 
 def routine_candidate(routine: Routine, names: Mapping[str | None, str]) -> dict[str, Any]:
-    project = names.get(routine.project) or routine.project or "this project"
+    """The routine as a candidate; `names` gives each session's project name (by session id, or by
+    slug): the wording names the projects of the sessions the routine cites, and only those."""
+    own = sorted({names.get(sid) or names.get(routine.project) or routine.project or "this project" for sid in routine.runs})
+    project = ", ".join(own) if own else (names.get(routine.project) or routine.project or "this project")
     sessions = list(routine.runs)
     programs = sorted({r.program for items in routine.runs.values() for r, _ in items if r.program and r.program not in sh.SYNTAX})
     example = sorted({" ".join(q.split()) for items in routine.runs.values() for _, q in items}, key=len)
@@ -245,8 +292,13 @@ def routine_candidate(routine: Routine, names: Mapping[str | None, str]) -> dict
         name = sh.program_name(routine.key)
         claim = f"In {project}, `{name}` is called by its full path {routine.key}"
         entity = {"type": "command", "name": name}
-        gist = (f"{spread} of {project} called `{name}` by the absolute path {routine.key} instead of the bare "
-                "name: on that machine the bare name is not on PATH, or is another program.")
+        if routine.bare_name_failed:
+            gist = (f"{spread} of {project} called `{name}` by the absolute path {routine.key}: the bare name "
+                    "failed as not found in these sessions, so on that machine it is not on PATH.")
+        else:
+            # The bare name was never seen failing: why the path is used is not something the commands show.
+            gist = (f"{spread} of {project} called `{name}` by the absolute path {routine.key} rather than by "
+                    "its bare name.")
     elif routine.kind == "check":
         claim = f"{project}'s routine check is `{routine.key}`"
         entity = {"type": "command", "name": routine.key.split(" ")[0] if " " in routine.key else routine.key}

@@ -1,9 +1,9 @@
-"""What worked after a failure (`pipeline.consolidator.workarounds`)."""
+"""What worked after a failure (`pipeline.consolidator.rules.workarounds`)."""
 
 from __future__ import annotations
 
-from pipeline.consolidator.tool_runs import ToolResult, outcomes
-from pipeline.consolidator.workarounds import find_workaround
+from pipeline.consolidator.rules.tool_runs import ToolResult, outcomes
+from pipeline.consolidator.rules.workarounds import find_workaround
 
 
 def run(command: str, text: str = "", *, code: int = 0, line: int = 2, name: str = "Bash", tool_input: object = None) -> ToolResult:

@@ -1,9 +1,9 @@
-"""Procedures and constraints read from how commands are run (`pipeline.consolidator.routines`)."""
+"""Procedures and constraints read from how commands are run (`pipeline.consolidator.rules.routines`)."""
 
 from __future__ import annotations
 
-from pipeline.consolidator.routines import find_routines, project_name, routine_candidate
-from pipeline.consolidator.tool_runs import ToolResult
+from pipeline.consolidator.rules.routines import find_routines, project_name, routine_candidate
+from pipeline.consolidator.rules.tool_runs import ToolResult
 
 
 def ran(session: str, line: int, command: str, output: str = "ok") -> ToolResult:
@@ -54,7 +54,7 @@ def test_a_project_s_only_session_needs_repeated_checks() -> None:
 
 
 def test_a_step_needs_three_sessions_and_most_of_them() -> None:
-    step = "cat docs/setup/config.yaml"
+    step = "rm -rf .pytest_cache"
     two = [ran("a", 2, step), ran("b", 2, step)]
     assert find_routines(two, ["a", "b", "c"], SLUGS) == []
     three = [*two, ran("c", 2, step)]
@@ -84,3 +84,40 @@ def test_project_names() -> None:
     assert project_name("x", "/Users/liza") == "~liza"
     assert project_name("x", "C:\\Users\\loganf") == "~loganf"
     assert project_name("x", "/srv/src") == "srv/src"
+
+
+def test_reading_a_file_in_every_session_is_not_a_routine() -> None:
+    """`cat package.json`, `rg --files -g AGENTS.md`, `sed -n` on a file in most sessions: how an agent
+    finds its way around, the noise a reviewer of the real sessions read most often."""
+    for step in ("cat package.json", "rg --files -g 'AGENTS.md'", "sed -n '1,80p' docs/setup.md", "ls -la src/app"):
+        runs = [ran(s, 2, step) for s in ("a", "b", "c")]
+        assert find_routines(runs, ["a", "b", "c"], SLUGS) == [], step
+
+
+def test_a_check_run_through_a_package_manager_names_its_script() -> None:
+    runs = [ran("a", 2, "npm run lint"), ran("b", 2, "npm run build"), ran("c", 2, "npm run test")]
+    assert find_routines(runs, ["a", "b", "c"], SLUGS) == []  # three scripts: no one check
+    runs = [ran("a", 2, "npm run lint"), ran("b", 2, "npm run lint"), ran("c", 2, "npm run build")]
+    [routine] = find_routines(runs, ["a", "b", "c"], SLUGS)
+    assert routine.key == "npm run lint" and "`npm run lint`" in routine_candidate(routine, {})["claim"]
+
+
+def test_not_on_path_only_when_the_bare_name_failed() -> None:
+    runs = [ran("a", n, f"/usr/bin/snmpwalk -v2c -c public 10.0.0.{n}") for n in (1, 3, 5)]
+    [routine] = find_routines(runs, ["a"], SLUGS)
+    assert "not on PATH" not in routine_candidate(routine, {})["gist"]  # the bare name was never tried
+    bare = ToolResult("a", 8, "Exit code 127\nbash: snmpwalk: command not found", is_error=True, exit_code=127, name="Bash",
+                      tool_input={"command": "snmpwalk -v2c -c public 10.0.0.9"}, call_id="a-7", call_line=7)
+    [routine] = find_routines([*runs, bare], ["a"], SLUGS)
+    assert routine.bare_name_failed and "not on PATH" in routine_candidate(routine, {})["gist"]
+
+
+def test_the_harness_s_own_variables_set_by_hand_are_not_a_setting() -> None:
+    runs = [ran("a", n, f'CLAUDE_PROJECT_DIR="/Users/x/app" terminal-notifier -message t{n}') for n in (1, 3, 5)]
+    assert find_routines(runs, ["a"], SLUGS) == []
+
+
+def test_the_project_named_is_that_of_the_sessions_cited() -> None:
+    runs = [ran(s, 3, "PYTHONPATH=. pytest -q") for s in ("a", "b")]
+    [routine] = find_routines(runs, ["a", "b"], SLUGS)
+    assert routine_candidate(routine, {"a": "ledger", "b": "ledger", "proj": "elsewhere"})["claim"].startswith("In ledger,")

@@ -32,15 +32,15 @@ from typing import Any
 
 import duckdb
 
-from pipeline.consolidator import shell_commands as sh
-from pipeline.consolidator.commitments import Message, commitment_entry, find_commitments
 from pipeline.consolidator.context import BatchContext, EngineResult, Recorder, utc_now
 from pipeline.consolidator.contract import MIN_CANDIDATE_EVIDENCE, check_answer, written_text
-from pipeline.consolidator.error_shapes import find_error_patterns, pattern_candidate
 from pipeline.consolidator.quotes import WarehouseQuotes
-from pipeline.consolidator.routines import find_routines, project_name, routine_candidate
-from pipeline.consolidator.tool_runs import ToolResult, distinct_runs
-from pipeline.secret_gate import SecretSet
+from pipeline.consolidator.rules import shell_commands as sh
+from pipeline.consolidator.rules.commitments import Message, commitment_entry, find_commitments
+from pipeline.consolidator.rules.error_shapes import find_error_patterns, pattern_candidate
+from pipeline.consolidator.rules.routines import find_routines, project_name, routine_candidate
+from pipeline.consolidator.rules.tool_runs import ToolResult, distinct_runs
+from pipeline.secrets.gate import SecretSet
 
 __all__ = ["BatchText", "build_answer", "dropped_claims", "leave_out_dropped", "masked", "read_batch", "run_rules"]
 
@@ -158,9 +158,19 @@ def build_answer(
     slugs = slugs or {}
     order = _reading_order(session_ids, parents or {})
     runs = distinct_runs(results, order)
-    names: dict[str | None, str] = {}
-    for sid in sorted(order, key=lambda s: (cwds or {}).get(s) is None):  # a session that knows its folder names it
-        names.setdefault(slugs.get(sid), project_name(slugs.get(sid), (cwds or {}).get(sid)))
+    # Each session is named from its own folder; one that does not know it takes the name its slug has
+    # in a session that does. A memory's project wording comes from the sessions it cites, so names are
+    # kept per session: sessions without a slug must not all take the first one's name.
+    by_slug: dict[str, str] = {}
+    for sid in order:
+        slug, cwd = slugs.get(sid), (cwds or {}).get(sid)
+        if slug is not None and cwd:
+            by_slug.setdefault(slug, project_name(slug, cwd))
+    names: dict[str | None, str] = {
+        sid: project_name(slugs.get(sid), (cwds or {}).get(sid)) if (cwds or {}).get(sid)
+        else by_slug.get(slugs.get(sid) or "", project_name(slugs.get(sid), None))
+        for sid in order
+    }
     # A subagent's file belongs to its parent's session when sessions are counted.
     roots = {sid: parent for sid, parent in (parents or {}).items() if parent and parent in session_ids}
     patterns = find_error_patterns(runs, order, new_from_line, roots)

@@ -1,6 +1,6 @@
 """The secrets of a batch, and the last gate before anything leaves: does a text still hold one?
 
-A `SecretSet` is built from the raw transcript lines a batch touches (`pipeline.secrets_scan`
+A `SecretSet` is built from the raw transcript lines a batch touches (`pipeline.secrets.scan`
 detects them). It masks every known value wherever it appears, and it finds what masking by value
 cannot: a secret that an engine rewrote. The error-shape normaliser turns digits into `<n>`, a
 model may change case or drop separators; so both the text and each secret are reduced to
@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.secrets_scan import MASK, MASK_RE, Secret, detect, line_secrets, render, spans
-from pipeline.secrets_scan import mask as mask_text
+from pipeline.secrets.scan import MASK, MASK_RE, Secret, detect, line_secrets, render, spans
+from pipeline.secrets.scan import mask as mask_text
 
 __all__ = ["OVERLAP", "Leak", "SecretSet"]
 

@@ -8,9 +8,10 @@ naming an AI, `CLAUDE:`, `CODEX SAYS:`, `HANDSHAKE: Claude Code`, a one-letter l
 `-Claude`) speaks for that agent: its promises have actor `other`.
 
 The phrase families (first-person future, hand-off, deferral, sequencing, offer, requirement,
-immediate) are in `pipeline.consolidator.promise_phrases`, for English, Chinese, Japanese, Korean,
-German, French, Spanish and Russian. A sentence is a promise when it is not a question, an offer,
-a requirement ("we will want/need …") or a negation, and:
+immediate) are in `pipeline.consolidator.rules.promise_phrases`, for English, Chinese, Japanese, Korean,
+German, French, Spanish and Russian. A sentence is a promise when it is not a question, an offer
+(a contingency included: "if it still fails, tell me and I'll look"), a requirement ("we will
+want/need …") or a negation, and:
 
 * **the agent** (or a relayed agent): the turn does not go on doing it. Narration (an "I'll …"
   followed in the same turn by tool calls) is never a promise; a plain "I'll …" at the end of a
@@ -23,8 +24,20 @@ a requirement ("we will want/need …") or a negation, and:
     Punkte festlegen? Danach entferne ich …");
   - at the end of a turn, a list under a heading that hands work to the user ("What Logan needs to
     do:", "Next steps for you:", "你需要…") is one commitment of the user's, quoted by its first item.
-* **the user**: an English first-person future that is not hypothetical ("I'll restart the
-  container myself"), or, in any language, one that defers or hands off.
+* **the user**: a first-person future that defers the user's own work past the session (later,
+  tonight, tomorrow, after something else lands; in any language), or takes a part of the work
+  off the agent's hands to do outside it ("I'll restart the container myself and tell you when it's
+  up"), or hands off. The opening words of a prompt that announce what the user is about to try
+  ("I am going to run a command with a lot of output"), a prompt's statement of its stack or its
+  plan ("I'll be mostly hands-off for this project"), and a delegation ("I'll let you decide") are
+  the prompt's own instructions, not promises.
+
+Promises come only from conversational text: never from tool output (it is not read), from queue or
+hook records (they are not messages), from what a message quotes as code (a fenced block: pasted
+documents, command lines, configuration), nor from an aside in parentheses, which neither makes
+nor unmakes the promise around it ("Let me know once the scaffold exists (or if you want me to
+generate it) and I'll pick up from there" is a hand-off, not an offer). The same promise said twice
+in one session (a prompt sent again) is one commitment.
 
 Work announced for right now ("now", "first", 先, jetzt, сейчас, …) is narration. `dueHint` is set
 only when the sentence names an ISO date. `resolved` is set when the promise is seen kept later in
@@ -43,7 +56,14 @@ its session (or, given project slugs, in a later session of the same project), b
   future) that shares two content words with the promise (words of four letters or more of the
   alphabetic scripts, compared on their first five letters, function words left out; CJK text counts
   through the Latin names it holds), or one besides the promised verb itself ("Dann fülle ich User
-  Story … konkret aus" … "… konkret ausgefüllt").
+  Story … konkret aus" … "… konkret ausgefüllt");
+* **taken up**: a later message of the same side comes back to the same work (it shares two terms
+  with the promise) and promises it anew, and that new promise is seen kept: the first is kept with
+  it. Agents restate a promise when they ask for what it waits on ("Danach finalize ich die
+  Spezifikation ohne Platzhalter", then "um die Spezifikation ohne Platzhalter zu finalisieren,
+  brauche ich diese Angaben … Sobald du diese Punkte beantwortest, aktualisiere ich die
+  Spezifikation", kept by "… die Spezifikation entsprechend aktualisiert"); the first promise used
+  to stay proposed after the second was closed.
 
 A list handed to the user is resolved only by the English rule (one report rarely covers every item).
 A promise marked resolved is hidden from the reviewer, so the rules ask for two pieces of evidence
@@ -62,8 +82,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pipeline.consolidator import promise_phrases as pp
 from pipeline.consolidator.contract import MAX_QUOTE_CHARS, MIN_QUOTE_CHARS, is_question
+from pipeline.consolidator.rules import promise_phrases as pp
 
 __all__ = [
     "CommitmentFinding",
@@ -139,6 +159,22 @@ def relayed(text: str) -> bool:
 # written there), or at "; ".
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|(?<=[?!])(?=[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])|;\s+")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
+
+
+def prose_sentences(text: str) -> list[str]:
+    """`sentences` of the text outside fenced code blocks (a block is quoted, not said)."""
+    out: list[str] = []
+    inside = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            inside = not inside
+            continue
+        if not inside:
+            out.extend(sentences(line))
+    return out
 
 
 def sentences(text: str) -> list[str]:
@@ -239,6 +275,20 @@ def _clean_quote(text: str) -> str:
     return _BULLET.sub("", text).strip()[:MAX_QUOTE_CHARS].rstrip()
 
 
+# The user takes a part of the work to do outside the session, and says so.
+_OWN_PART = re.compile(
+    r"\b(?:myself|ourselves|on my (?:end|side)|on our (?:end|side)|and (?:tell|let) you know|get back to you|"
+    r"report back)\b",
+    re.IGNORECASE,
+)
+# An aside in parentheses neither makes nor unmakes the promise around it.
+_ASIDE = re.compile(r"\s*\([^()]*\)")
+
+
+def _without_asides(sentence: str) -> str:
+    return _ASIDE.sub("", sentence)
+
+
 def _english(sentence: str, message: Message, speaker: str) -> CommitmentFinding | None:
     """The English rule: a first-person future, deferred for an agent (see the module docstring)."""
     match = _EN_FIRST_PERSON.search(sentence)
@@ -246,14 +296,17 @@ def _english(sentence: str, message: Message, speaker: str) -> CommitmentFinding
         return None
     who, rest = match.group("who"), match.group("rest")
     let_me = who.lower() == "let me"
-    if re.match(r"^(?:not|never)\b", rest, re.IGNORECASE) or pp.is_requirement(sentence) or pp.is_offer(sentence):
+    plain = _without_asides(sentence)
+    if re.match(r"^(?:not|never)\b", rest, re.IGNORECASE) or pp.is_requirement(plain) or pp.is_offer(plain):
         return None
-    if _CONDITIONAL.search(sentence) or pp.immediate(rest):
+    if _CONDITIONAL.search(plain) or pp.immediate(rest):
         return None
     if let_me and not _LATER.search(rest):
         return None  # "let me look at X" is the next step, not a promise
-    if speaker != "user" and not pp.deferral(rest):
-        return None  # the agent narrating what it does next
+    if not pp.deferral(rest) and not (speaker == "user" and _OWN_PART.search(rest)):
+        # the agent narrating what it does next; the user announcing what they are about to try,
+        # stating a plan or delegating: neither defers work past the session (module docstring)
+        return None
     verbs = [w for w in _WORD.findall(rest) if w.lower() not in _FILLER]
     if not verbs:
         return None
@@ -289,7 +342,7 @@ def _promise(sentence: str, previous: str | None, message: Message, speaker: str
     hand = pp.handoff(sentence)
     if future is None and not hand:
         return None
-    if pp.is_offer(sentence) or (not hand and pp.hypothetical(sentence)):
+    if pp.is_offer(_without_asides(sentence)) or (not hand and pp.hypothetical(sentence)):
         return None
     # Only the agent runs tools: a user's (or a relayed agent's) message always ends its part.
     ends_turn = speaker != "agent" or not turn.tools_after
@@ -392,6 +445,7 @@ _TERM_STOP = frozenset(
     "this that these those with from into your yours there here then than when once after before what which "
     "will would could should shall have been being just also only some more most very much such them they their "
     "about over again still even make sure tell know need want please thanks thank okay whenever where "
+    "done come back help ready "  # a promise's own condition ("after it's done, come back …") is not its work
     # German
     "dann danach sobald diese dieser dieses einen einer eines eine mich dich dein deine deiner mein meine meiner "
     "wird werde werden habe haben auch noch nicht bitte danke sich sind oder aber wenn weil damit dass einfach "
@@ -507,6 +561,25 @@ def _report_done(finding: CommitmentFinding, message: Message, later: Sequence[M
     return None
 
 
+def _taken_up(findings: Sequence[CommitmentFinding], said: Sequence[Message]) -> list[CommitmentFinding]:
+    """A promise taken up again: a later message of the same side comes back to the same work (it
+    shares two terms with the promise) and promises it anew; when that new promise is kept, so is
+    the first (module docstring)."""
+    text = {(m.session_id, m.line_no): m.text for m in said}
+    out = list(findings)
+    for i, first in enumerate(out):
+        if first.resolved_at is not None or first.why == "user-list":
+            continue
+        wanted = _terms(first.sentence or first.rest)
+        for later in out[i + 1:]:
+            if (later.session_id == first.session_id and later.actor == first.actor and later.line_no > first.line_no
+                    and later.resolved_at is not None and later.resolved_in is None
+                    and len(wanted & _terms(text.get((later.session_id, later.line_no), ""))) >= 2):
+                out[i] = replace(first, resolved_at=later.resolved_at, resolved_by="taken up")
+                break
+    return out
+
+
 def _resolution(
     finding: CommitmentFinding, message: Message, later: Sequence[Message], edits: Sequence[tuple[int, str]]
 ) -> _Done | None:
@@ -585,6 +658,7 @@ def find_commitments(
     for said in by_session.values():
         said.sort(key=lambda m: m.line_no)
     found: list[CommitmentFinding] = []
+    seen_promises: set[tuple[str, str, str]] = set()
     for sid, said in by_session.items():
         turns = _turns(said, sorted((calls or {}).get(sid, ())))
         for i, message in enumerate(said):
@@ -595,7 +669,7 @@ def find_commitments(
             candidates: list[CommitmentFinding] = []
             for part in spoken_parts(message.text):
                 previous: str | None = None
-                for sentence in sentences(part):
+                for sentence in prose_sentences(part):
                     finding = _promise(sentence, previous, message, speaker, turn)
                     if finding is not None:
                         candidates.append(finding)
@@ -606,6 +680,10 @@ def find_commitments(
                         candidates.append(listed)
             written = sorted((edits or {}).get(sid, ()))
             for finding in candidates:
+                said_before = (finding.session_id, finding.actor, finding.quote)
+                if said_before in seen_promises:
+                    continue  # the same promise said again in its session (a prompt sent twice)
+                seen_promises.add(said_before)
                 done = _resolution(finding, message, said[i + 1 :], written)
                 if done is None and slugs:
                     done = _resolution(finding, message, _later_in_project(message, by_session, slugs), ())
@@ -618,7 +696,7 @@ def find_commitments(
                     resolved_in=done.session_id if done and done.session_id != sid else None,
                     resolved_by=done.rule if done else None,
                 ))
-    return found
+    return _taken_up(found, [m for said in by_session.values() for m in said])
 
 
 _SECOND_PERSON = re.compile(r"\byou\b")

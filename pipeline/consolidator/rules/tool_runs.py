@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
-from pipeline.consolidator import shell_commands as sh
+from pipeline.consolidator.rules import shell_commands as sh
 
 __all__ = ["Outcome", "ToolResult", "distinct_runs", "error_token_line", "outcome", "outcomes", "output_body"]
 

@@ -10,8 +10,8 @@ import pytest
 from pipeline.consolidator import tools
 from pipeline.errors import UsageError
 from pipeline.usage import usage_report
+from pipeline.usage.session_table import SessionFilter, session_table
 from pipeline.warehouse import db
-from pipeline.warehouse.session_table import SessionFilter, session_table
 
 
 def table(wh: Path, flt: SessionFilter | None = None, **kw) -> list[dict]:

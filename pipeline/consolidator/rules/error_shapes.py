@@ -1,6 +1,6 @@
 """Recurring failures of tool calls, reduced to their shape: the rules engine's `error_pattern` candidates.
 
-Which calls failed is `pipeline.consolidator.tool_runs`' business (`is_error`, a non-zero exit code,
+Which calls failed is `pipeline.consolidator.rules.tool_runs`' business (`is_error`, a non-zero exit code,
 or a pipe that hid one; no-match searches, refusals and sandbox retries are not failures). Here each
 failed call gives its **error lines**, read from the program's own output (`tool_runs.output_body`):
 
@@ -27,13 +27,22 @@ A shape is a **pattern** when, counting each call once (subagent replays removed
   program with something added, or another program on the same target): a retry failed the same
   way and something else worked, which is exactly what the next session should know.
 
+**Stale-context edits are not patterns.** A patch or an edit that fails its own precondition
+(`apply_patch` "Failed to find expected lines", Edit's "String to replace not found", "File has been
+modified since read", "File has not been read yet") says only that the agent's copy of the file was
+out of date; the generic recovery, reading the file again and retrying the same edit, is what every
+agent does, and a memory of it costs a reviewer a commit to read for nothing (all three false
+memories of the first unseen real batch were of this kind). Such a failure becomes a pattern only
+with a workaround other than that recovery: the file written by another program, or deleted and
+added again instead of updated (`stale_edit`, `_generic_recovery`).
+
 Sessions are counted as people work: a subagent's file belongs to its parent's session. Failures of
 checks (tests, type checkers, linters, builds: `shell_commands.is_checker`) count only across
 sessions: within one session a failing test is rerun until the bug it found is fixed, which is the
 work itself, not a recurring failure.
 
 Its gist says where it happened, which commands failed, and what worked next (the workaround, from
-`pipeline.consolidator.workarounds`) when something did. A pattern is reported only when something
+`pipeline.consolidator.rules.workarounds`) when something did. A pattern is reported only when something
 of it is new to the batch (a line at or after its session's `new_from_line`).
 """
 
@@ -41,13 +50,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pipeline.consolidator import shell_commands as sh
 from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, MAX_QUOTE_CHARS, MIN_QUOTE_CHARS
-from pipeline.consolidator.tool_runs import Outcome, ToolResult, outcomes, output_body
-from pipeline.consolidator.workarounds import Workaround, find_workaround
+from pipeline.consolidator.rules import shell_commands as sh
+from pipeline.consolidator.rules.tool_runs import Outcome, ToolResult, outcomes, output_body
+from pipeline.consolidator.rules.workarounds import Workaround, find_workaround, settings
 
 __all__ = [
     "MAX_PATTERN_EVIDENCE",
@@ -60,6 +69,7 @@ __all__ = [
     "find_error_patterns",
     "normalise",
     "pattern_candidate",
+    "stale_edit",
 ]
 
 # Quotes per candidate: errors from up to this many sessions, plus the failing and working commands.
@@ -233,6 +243,34 @@ def _missing_thing(line: str, run: ToolResult) -> str | None:
     return run.target or run.command or ""
 
 
+# An edit tool's own precondition failing: the agent's view of the file was stale (module docstring).
+_STALE_EDIT = re.compile(
+    r"Failed to find expected lines|String to replace not found|has been modified since (?:it was )?read|"
+    r"has not been read yet|Found \d+ matches of the string to replace|old_string (?:was )?not found|"
+    r"No replacement was performed|could not find (?:the )?(?:old|original) (?:string|text)",
+    re.IGNORECASE,
+)
+_EDIT_TOOLS = frozenset({"apply_patch", *sh.WRITE_TOOLS, "str_replace_editor", "str_replace_based_edit_tool"})
+
+
+def stale_edit(line: str, run: ToolResult) -> bool:
+    """Is this failure line an edit tool's stale-context refusal (see the module docstring)?"""
+    return bool(_STALE_EDIT.search(line)) and ((run.name or "") in _EDIT_TOOLS or run.program in _EDIT_TOOLS
+                                               or sh.patch_text(run.tool_input) is not None)
+
+
+def _generic_recovery(workaround: Workaround | None) -> bool:
+    """What worked after a stale edit was the same edit tool updating the same file again (or nothing
+    was seen to work): the recovery every agent does, not something to remember."""
+    if workaround is None or not workaround.strong:
+        return True
+    if workaround.how == "other operations":
+        # a patch that deletes or adds the file instead of updating it is a different way round
+        patch = sh.patch_text(workaround.run.tool_input)
+        return not any(op in ("Delete", "Add") for op, _ in (sh.patch_targets(patch) if patch else []))
+    return workaround.how not in ("same target",)
+
+
 def _group(shape: str) -> str:
     """Shapes that differ only by a leading `error:`/`fatal:` word are one failure (a tool prints it
     on one path and not on another)."""
@@ -314,6 +352,10 @@ def find_error_patterns(
         if any((last_seen[t], t) > (last_seen[shape], shape) for t in twins):
             continue
         finding.workaround = _workaround(finding, by_session, states)
+        stale = all(stale_edit(line, run) for (sid, occ) in finding.occurrences.items()
+                    for (_, line), run in zip(occ, finding.runs[sid], strict=True))
+        if stale and _generic_recovery(finding.workaround):
+            continue  # a stale copy of the file, recovered as every agent does (module docstring)
         spread = len({root.get(sid, sid) for sid in finding.occurrences})
         # A check that keeps failing in one session is a bug being fixed, not a recurring failure.
         repeats = [
@@ -357,6 +399,11 @@ def _workaround(
             found = find_workaround(run, later)
             if found is not None and (best is None or _RANK[found.how] < _RANK[best.how]):
                 best = found
+    if best is not None and best.how == "added":
+        # an addition a failing run of the pattern already had is not what fixed it (workarounds docstring)
+        tried = set().union(*(settings(r) for runs in finding.runs.values() for r in runs))
+        fixed = [a for a in best.added if a not in tried]
+        best = replace(best, added=fixed) if fixed else replace(best, strong=False, how="same program", added=[])
     return best
 
 
@@ -368,7 +415,10 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _project(slugs: Mapping[str, str | None], sessions: Sequence[str], names: Mapping[str | None, str] | None) -> str:
-    projects = sorted({(names or {}).get(slugs.get(s)) or slugs.get(s) or "unknown project" for s in sessions})
+    """The projects of these sessions: each session's own name (`names` by session id, from its own
+    folder), else its slug's; never another session's."""
+    named = names or {}
+    projects = sorted({named.get(s) or named.get(slugs.get(s)) or slugs.get(s) or "unknown project" for s in sessions})
     return ", ".join(projects)
 
 
@@ -472,6 +522,10 @@ def pattern_candidate(
         gist += _what_worked(finding.workaround) + " "
     gist += "Found by the offline rules engine from the failed calls' error lines; it says nothing about the cause beyond what the error text states."
     evidence = _evidence(finding)
+    cited = list(dict.fromkeys(e["sessionId"] for e in evidence))
+    if _project(slugs, cited, names) != _project(slugs, sessions, names):
+        gist = gist.replace(f"of {_project(slugs, sessions, names)}:", f"of {_project(slugs, sessions, names)} "
+                            f"(quoted here: {_project(slugs, cited, names)}):", 1)
     return {
         "kind": "error_pattern",
         "claim": claim,

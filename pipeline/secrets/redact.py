@@ -1,7 +1,7 @@
 """Secrets never reach the corpus, a model, or a report: masking as every caller needs it.
 
-What counts as a secret, and where it is, is `pipeline.secrets_scan` (detect-secrets plugins plus
-our own patterns); `pipeline.secret_gate` holds a batch's known secrets and the last check before
+What counts as a secret, and where it is, is `pipeline.secrets.scan` (detect-secrets plugins plus
+our own patterns); `pipeline.secrets.gate` holds a batch's known secrets and the last check before
 anything leaves. This module is the thin layer callers use:
 
 * `redact(text)` masks the secrets detected in a free text (a claim, a gist, a task statement, an
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pipeline.secret_gate import SecretSet
-from pipeline.secrets_scan import MASK, MASK_RE, Secret, Span, detect, line_secrets, render, spans
+from pipeline.secrets.gate import SecretSet
+from pipeline.secrets.scan import MASK, MASK_RE, Secret, Span, detect, line_secrets, render, spans
 
 __all__ = ["MASK_RE", "LineMasker", "Redaction", "find_secrets", "has_mask", "redact", "redacted"]
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.consolidator.shell_commands import (
+from pipeline.consolidator.rules.shell_commands import (
     describe,
     is_checker,
     is_inspection,

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.consolidator import promise_phrases as pp
-from pipeline.consolidator import shell_commands as sh
-from pipeline.consolidator.commitments import (
+from pipeline.consolidator.rules import promise_phrases as pp
+from pipeline.consolidator.rules import shell_commands as sh
+from pipeline.consolidator.rules.commitments import (
     CommitmentFinding,
     Message,
     find_commitments,
@@ -186,3 +186,25 @@ def test_same_file_needs_two_shared_parts(named_text: str, written: str) -> None
 )
 def test_done_reports(sentence: str, done: bool) -> None:
     assert pp.reports_done(sentence) is done
+
+
+def test_a_promise_taken_up_again_is_kept_with_the_new_one() -> None:
+    """The German case of the real sessions: a promise restated when the agent asks for what it waits
+    on is kept when the restated one is (before, the first stayed proposed and the second was closed)."""
+    said = [
+        Message("s1", 1, "user", PROMPT, is_prompt=True),
+        Message("s1", 3, "assistant", "Magst du die offenen Punkte nennen? Danach finalize ich die Spezifikation ohne Platzhalter."),
+        Message("s1", 5, "user", "ja", is_prompt=True),
+        Message("s1", 7, "assistant", "Um die Spezifikation ohne Platzhalter zu finalisieren, brauche ich Angaben. "
+                "Sobald du diese Punkte beantwortest, aktualisiere ich die Spezifikation und die Tariftabelle."),
+        Message("s1", 9, "user", "Freiperiode 10 Minuten, Abrechnung pro Stunde.", is_prompt=True),
+        Message("s1", 11, "assistant", "Ich habe die Tarifangaben eingearbeitet und die Spezifikation mit der Tariftabelle aktualisiert."),
+    ]
+    found = {f.line_no: f for f in find_commitments(said)}
+    assert (found[7].resolved_at, found[7].resolved_by) == (11, "report")
+    assert (found[3].resolved_at, found[3].resolved_by) == (11, "taken up")
+    # a later promise about other work does not carry the first
+    said[3] = Message("s1", 7, "assistant", "Sobald du die Zugangsdaten schickst, richte ich den Server und die Tariftabelle ein.")
+    said[5] = Message("s1", 11, "assistant", "Ich habe den Server mit der Tariftabelle erstellt.")
+    found = {f.line_no: f for f in find_commitments(said)}
+    assert found[7].resolved_at == 11 and found[3].resolved_at is None

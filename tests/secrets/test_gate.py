@@ -1,4 +1,4 @@
-"""The last gate (pipeline.secret_gate): a secret is found again however an engine rewrote it."""
+"""The last gate (pipeline.secrets.gate): a secret is found again however an engine rewrote it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.secret_gate import OVERLAP, SecretSet
-from pipeline.secrets_scan import Secret, detect
+from pipeline.secrets.gate import OVERLAP, SecretSet
+from pipeline.secrets.scan import Secret, detect
 
 RNG = random.Random(3)
 ALNUM = string.ascii_letters + string.digits

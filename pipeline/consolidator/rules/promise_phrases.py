@@ -15,7 +15,11 @@ Japanese, Korean, German, French, Spanish, Russian) the module knows:
 * **sequencing**: words that only order steps ("then", "after that", dann, danach, ensuite, luego,
   затем, 然后, それから, 그다음): a promise only when the turn ends there;
 * **offers**: the other party's *wish* as the condition ("if you want, I can …", "Want me to …?",
-  si tu veux, wenn du möchtest, если хочешь, 如果你愿意, よろしければ, 원하시면), and "I can" forms;
+  si tu veux, wenn du möchtest, если хочешь, 如果你愿意, よろしければ, 원하시면), and "I can" forms; and a
+  **contingency**: the condition is that the work just done did not work ("if it still looks plain,
+  tell me the URL and I'll trace it", "if you don't see the button …", "if another error appears …",
+  falls es immer noch …, si ça ne marche toujours pas …, если всё ещё …): the speaker thinks the work
+  is finished and offers more help should it not be, which is an offer, not work left outstanding;
 * **requirements**: "we will want/need/have to …": what something needs, not who will do it;
 * **immediate**: words that make the future the very next step (now, first, right away; jetzt,
   zunächst, maintenant, d'abord, ahora, сейчас, сначала, 先, 现在, まず, 먼저): narration;
@@ -23,7 +27,7 @@ Japanese, Korean, German, French, Spanish, Russian) the module knows:
   written, recorded, erledigt, aktualisiert, mis à jour, actualizado, скачано, 完成, 已, しました, 완료)
   with no "not yet" beside them (not, nicht, pas encore, todavía no, ещё не, 未, 沒, ていません, 못).
 
-`pipeline.consolidator.commitments` decides with these which sentences are promises.
+`pipeline.consolidator.rules.commitments` decides with these which sentences are promises.
 """
 
 from __future__ import annotations
@@ -103,6 +107,13 @@ _OFFER = re.compile(
     rf"\b(?:you|they|he|she)(?:{_A}d| would)? (?:like|want|wants|prefer|need|needs|wish)\b|\bwhat(?:ever)? you (?:want|need|prefer)\b|"
     r"\bif\b[^,.;]{0,60}\bneeds?\b|"
     r"\bif (?:you|u) (?:see|hit|run into|notice|encounter|spot|can|could|are able|have any|get any)\b|"
+    # a contingency: the work just done may not have worked (module docstring)
+    rf"\bif\b[^,.;:]{{0,60}}?\b(?:still|again|(?:does|do|did|is|are|was|were|wo|ca)n{_A}?t|(?:does|do|did|is|are) not|"
+    r"fails?|persists?|breaks?|(?:re)?appears?|shows? up|comes? back|goes wrong|any (?:other |more )?(?:errors?|issues?|problems?))\b|"
+    r"\b(?:wenn|falls)\b[^,.;:]{0,60}?\b(?:immer noch|weiterhin|wieder|nicht)\b|"
+    r"\bsi\b[^,.;:]{0,60}?\b(?:toujours|encore|ne [a-zé]+ pas|sigue|todavía|no funciona)\b|"
+    r"\bесли\b[^,.;:]{0,60}?\b(?:вс[её] ещ[её]|снова|опять|не)\b|"
+    r"如果(?:还是|還是|仍然|依然|再次)|还是不行|還是不行|"
     rf"\b(?:I{_A}ll|I will)\s+(?:proceed|continue|go ahead|do it|do that|do so|help|take it from there|get started|"
     r"start|execute it|pivot|handle it|handle that|assist|adjust|look into it|take a look|dig in)\b[\s.!]*$|"
     r"如果你(?:愿意|願意|想|需要|要)|你(?:要|想)的话|你(?:要|想)的話|需要的话|需要的話|要不要|是否|我可以|可以吗|可以嗎|"
@@ -178,6 +189,9 @@ _DAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _DEFERRAL = re.compile(
     rf"\b(?:later|tomorrow|tonight|(?:in|as) a follow[- ]up|follow[- ]up (?:PR|pull request|change|commit|issue|ticket|task)|separate (?:PR|change|commit)|next (?:week|month|sprint|release|"
     rf"quarter|year|time|session)|by (?:{_DAY}|the end|end of|eod)|on {_DAY}|when (?:you(?:'re| are) back|I get)|"
+    # a time of the day or week still to come: the work is not for this session
+    r"after (?:lunch|dinner|breakfast|work|class|school|the (?:weekend|holidays?|break|meeting|call))|"
+    r"this (?:afternoon|evening|weekend)|in the (?:morning|afternoon|evening)|"
     rf"(?:after|once|when|until|before) (?!I\b|I{_A}|me\b|reading|checking|looking|running|doing|that\b|which\b)"
     rf"(?:the |this |it |we |they |staging |CI |[A-Za-z_./-]+ )[^,;.]*?\b(?:lands?|merged?|merges|ships?|is deployed|"
     rf"(?:is |are )?released|passes|is done|are done|finish(?:es)?|close[sd]?|runs?|(?:is |are )?ready|is up|"
@@ -214,7 +228,12 @@ _YOU_ACT = (
 )
 _HANDOFF = re.compile(
     # English: a condition on the other party's action, then the speaker's part
-    rf"\b(?:once|when|after|as soon as|whenever|if)\s+(?:you|u)\s+{_YOU_ACT}[^.?!]*?(?:,|\bthen\b)?\s*"
+    rf"\b(?:once|when|after|as soon as|whenever|if)\s+(?:you|u)(?:{_A}(?:re|ve|ll))?\s+{_YOU_ACT}[^.?!]*?(?:,|\bthen\b)?\s*"
+    rf"(?:I{_A}ll|I will|we{_A}ll|we will)\b"
+    # an imperative to the other party opens the clause, then the speaker's part: "Then paste the output
+    # here and I'll update the file", "After it's done, come back here and I'll help you …"
+    rf"|(?:^|[,;:]\s*|\bthen\s+)(?:please\s+)?(?:come back|paste|run|send|share|switch|give|upload|drop|reply|post|"
+    rf"restart|reboot|install|try|rerun|re-run|commit|push|merge|approve|sign in|log in|add)\b[^.?!]*?\band\s+"
     rf"(?:I{_A}ll|I will|we{_A}ll|we will)\b"
     rf"|\b(?:tell|send|give|show|paste|share|point|ping|drop|forward|upload|attach|confirm|approve|let)\s+me\b[^.?!]*?"
     rf"\b(?:and|then|,)\s*(?:I{_A}ll|I will|we{_A}ll)\b"
@@ -284,7 +303,7 @@ def requests_action(sentence: str) -> bool:
 # -- reports of work done --------------------------------------------------------------------------
 # The completion words of each language: a participle or past form of a verb of doing (written,
 # updated, saved, downloaded, …) or a word that says the work is finished (done, erledigt, готово, 完成).
-# They only say *that* something was done; `pipeline.consolidator.commitments` decides *what* by the
+# They only say *that* something was done; `pipeline.consolidator.rules.commitments` decides *what* by the
 # words the report shares with the promise.
 _DONE = re.compile(
     r"\b(?:done|finished|completed|fixed|updated|added|wrote|written|recorded|saved|created|committed|pushed|"

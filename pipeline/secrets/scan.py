@@ -183,9 +183,14 @@ _OWN: tuple[tuple[str, re.Pattern[str], int], ...] = (
 
 # A person's address. Service and role senders (git@host, noreply@…, support@…, api@…) and the reserved example domains
 # (RFC 2606: example.com, *.test, …) identify nobody and stay readable; a "domain" ending in a file
-# extension is a file name (icon@2x.png), not an address.
+# extension is a file name (icon@2x.png), not an address. An address may start right after a JSON escape
+# (`\n`, `\t`, `\r` in a raw line or a doubly encoded value), but the escape's letter is not part of it: `\ngit@github.com`
+# is git@github.com, not an address "ngit@…", and `\n@app.route` is a decorator. Where an address is only part of
+# something else (an scp-style git remote `user@host:path`, a URL's user or a service account inside a URL) it
+# names an account on a machine, not a person: `_address_of_a_machine` leaves those out.
 _EMAIL = re.compile(
-    r"(?i)(?<![A-Za-z0-9._%+\-:/])(?!(?:git|no-?reply|do-?not-?reply|mailer-daemon|postmaster|hostmaster|webmaster|"
+    r"(?i)(?:(?<=\\[ntr])|(?<=mailto:)|(?<![A-Za-z0-9._%+\-:/\\]))"
+    r"(?!(?:git|no-?reply|do-?not-?reply|mailer-daemon|postmaster|hostmaster|webmaster|"
     r"abuse|api|support|info|help|contact|security|privacy|hello|sales|press|notifications?)@)"
     r"(?![^@\s]*@(?:[a-z0-9\-]+\.)*(?:example\.(?:com|org|net)|[a-z0-9\-]+\.(?:example|test|invalid|localhost))\b)"
     r"[a-z0-9][a-z0-9._%+\-]*@[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?)*"
@@ -446,13 +451,27 @@ def detect(text: str, key: str | None = None) -> set[Secret]:
     _tokens(text, low, found)
     if "@" in text:
         for m in _EMAIL.finditer(text):
-            _add(found, "email", m.group(0))
+            if not _address_of_a_machine(text, m.start(), m.end()):
+                _add(found, "email", m.group(0))
     if any(w in low for w in _KEYWORD_WORDS):
         for value in _keyword_values(text):
             _add_at(found, text, "password", value)
     for value in _high_entropy(text, key):
         _add(found, "high-entropy", value)
     return {_secret(kind, value) for value, kind in found.items()}
+
+
+# Where a word ends, for the URL an address may sit in (quotes, brackets and spaces end a URL in prose).
+_URL_START = re.compile(r"(?i)[a-z][a-z0-9+.\-]*://[^\s\"'<>()\[\]{}`]*$")
+
+
+def _address_of_a_machine(text: str, start: int, end: int) -> bool:
+    """An address match that is part of a git remote or a URL rather than an address of its own:
+    `user@host:path` (scp-style remote: a path right after the colon, not a space) or any address inside
+    a URL (`https://ci.host/job?account=deploy-bot@corp.io`, the query of a service account)."""
+    if end < len(text) and text[end] == ":" and end + 1 < len(text) and (text[end + 1].isalnum() or text[end + 1] in "~/._-"):
+        return True
+    return bool(_URL_START.search(text, max(0, start - 400), start))
 
 
 def _tokens(text: str, low: str, found: dict[str, str]) -> None:

@@ -17,6 +17,11 @@ never workarounds). It is the workaround when it is one of:
 
 The first two are *strong*: they show how the failure was got around. The third only says that
 the work went on. `added` lists the flags and assignments the working command added.
+
+"What worked next" must name the part that fixed it. An addition that an earlier failing run of
+the same pattern already had did not fix anything (`git add -u` failed, then `git add -u './!/x'`
+worked: the path prefix fixed it, not `-u`); `error_shapes` drops such additions, and a workaround
+left with none is only the same program again.
 """
 
 from __future__ import annotations
@@ -25,10 +30,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pipeline.consolidator import shell_commands as sh
-from pipeline.consolidator.tool_runs import Outcome, ToolResult
+from pipeline.consolidator.rules import shell_commands as sh
+from pipeline.consolidator.rules.tool_runs import Outcome, ToolResult
 
-__all__ = ["LOOK_AHEAD", "Workaround", "find_workaround"]
+__all__ = ["LOOK_AHEAD", "Workaround", "find_workaround", "settings"]
 
 LOOK_AHEAD = 12
 
@@ -100,6 +105,12 @@ def _units(seg: sh.Segment) -> list[str]:
             else:
                 out.append(word)
     return out
+
+
+def settings(run: ToolResult) -> set[str]:
+    """The flags (with their values) and assignments of a run's main segment."""
+    main = run.parsed.main if run.parsed else None
+    return set(_units(main)) if main is not None else set()
 
 
 def _extras(run: ToolResult, failed: ToolResult) -> list[str]:
