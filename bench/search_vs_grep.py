@@ -23,7 +23,7 @@ PHRASES = ["ModuleNotFoundError", "git status", "Exit code 1", "TODO", "的", "\
 def main() -> int:
     db, folder, *phrases = sys.argv[1:]
     exe = str(ROOT / ".venv" / "bin" / "pipeline")
-    paths = {r["path"]: r["session_id"] for r in json.loads(subprocess.run(
+    paths = {str(Path(r["path"]).resolve()): r["session_id"] for r in json.loads(subprocess.run(
         [exe, "sql", "SELECT session_id, path FROM sessions", "--json", "--db", db],
         capture_output=True, text=True, check=True).stdout)}
     failures = 0

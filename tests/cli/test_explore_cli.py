@@ -69,7 +69,9 @@ def test_explorer_usage_errors_exit_2(wh: Path, capsys, argv: list[str], needle:
     assert code == 2 and needle in err and "Traceback" not in err
 
 
-def test_sessions_filters_sort_and_limit_from_the_command_line(wh: Path, capsys) -> None:
+def test_sessions_filters_sort_and_limit_from_the_command_line(wh: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A wide terminal, whatever the test process inherited (a narrow one drops columns by design).
+    monkeypatch.setenv("COLUMNS", "220")
     code, out, _ = run(capsys, ["sessions", "--format", "codex", "--sort", "totalTokens", "--desc", "--limit", "2", "--json",
                                 "--db", str(wh)])
     rows = json.loads(out)
