@@ -10,6 +10,13 @@ import pytest
 from pipeline.cli.main import main
 
 
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables as a wide terminal shows them, whatever width the test process inherited (a narrow
+    terminal drops or cuts columns by design)."""
+    monkeypatch.setenv("COLUMNS", "220")
+
+
 def run(capsys, argv: list[str]) -> tuple[int, str, str]:
     try:
         code = main(argv)
@@ -69,9 +76,7 @@ def test_explorer_usage_errors_exit_2(wh: Path, capsys, argv: list[str], needle:
     assert code == 2 and needle in err and "Traceback" not in err
 
 
-def test_sessions_filters_sort_and_limit_from_the_command_line(wh: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A wide terminal, whatever the test process inherited (a narrow one drops columns by design).
-    monkeypatch.setenv("COLUMNS", "220")
+def test_sessions_filters_sort_and_limit_from_the_command_line(wh: Path, capsys) -> None:
     code, out, _ = run(capsys, ["sessions", "--format", "codex", "--sort", "totalTokens", "--desc", "--limit", "2", "--json",
                                 "--db", str(wh)])
     rows = json.loads(out)
