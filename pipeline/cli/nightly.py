@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-report", action="store_true", help="skip the cache analysis and the HTML report")
     p.add_argument("--cutover", metavar="YYYY-MM-DD",
                    help="the day date anchoring was deployed, for the cache report's before/after (env PIPELINE_CUTOVER)")
+    p.add_argument("--cutover-version", metavar="HARNESS@VERSION",
+                   help="or compare by harness version, e.g. claude-code@2.1.0 (env PIPELINE_CUTOVER_VERSION)")
     p.add_argument("--tz", metavar="ZONE",
                    help="time zone of sessions whose transcript records none, for the cache report (env PIPELINE_TZ; default UTC)")
     p.add_argument("--model", help="openai engine: model (else PIPELINE_MODEL)")
@@ -57,7 +59,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     opts = nightly.NightlyOptions(
         sources=args.source, engine=args.engine, parallel=args.parallel, date=args.date, report=not args.no_report,
         db=args.db, corpus=args.corpus, runs=args.runs, model=args.model, base_url=args.base_url,
-        max_sessions=args.max_sessions, max_bytes=args.max_bytes, cutover=args.cutover, tz=args.tz, wait=args.wait,
+        max_sessions=args.max_sessions, max_bytes=args.max_bytes, cutover=args.cutover, cutover_version=args.cutover_version, tz=args.tz, wait=args.wait,
         executor=args.executor, scheduler=args.scheduler, batch_timeout=args.batch_timeout,
         budgets={k: getattr(args, k) for k in ("max_tool_calls", "max_submits", "max_tokens", "max_seconds")},
     )

@@ -80,6 +80,7 @@ class NightlyOptions(BaseModel):
     wait: float = Field(default=WRITE_WAIT_SECONDS, ge=0)  # seconds to wait for the write lock
     cutover: str | None = None  # the day date anchoring was deployed, for the cache report
     tz: str | None = None  # the cache report's zone for sessions that record none (else $PIPELINE_TZ, UTC)
+    cutover_version: str | None = None  # or the harness version that shipped anchoring (HARNESS@VERSION)
 
 
 @dataclass
@@ -166,6 +167,7 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
             raise UsageError(f"--source {src}: no such file or directory")
     if opts.executor not in executors.EXECUTORS:
         raise UsageError(f"unknown executor {opts.executor!r}; choose one of {', '.join(executors.EXECUTORS)}")
+    _check_cutover(opts)
     run_id = new_run_id()
     run_dir = runs_root / day / run_id
     result = NightResult(run_id, day, engine, why, run_dir)
@@ -508,18 +510,41 @@ def _land(b: BatchOutcome, db: Path, opts: NightlyOptions, run_id: str, say: Say
 
 
 # -- report ----------------------------------------------------------------------------------------------
+def _cutovers(opts: NightlyOptions) -> tuple[str | None, str | None]:
+    return (opts.cutover or os.environ.get("PIPELINE_CUTOVER") or None,
+            opts.cutover_version or os.environ.get("PIPELINE_CUTOVER_VERSION") or None)
+
+
+def _check_cutover(opts: NightlyOptions) -> None:
+    """Before any work: a cutover the cache report could not read would only fail after the batches."""
+    from pipeline.cache.causes import VersionCutover
+
+    cutover, version = _cutovers(opts)
+    if cutover and version:
+        raise UsageError("give a cutover date or a cutover version, not both (--cutover / --cutover-version, "
+                         "PIPELINE_CUTOVER / PIPELINE_CUTOVER_VERSION)")
+    if cutover:
+        try:
+            dt.date.fromisoformat(cutover)
+        except ValueError:
+            raise UsageError(f"the cutover {cutover!r} is not a date; write it as YYYY-MM-DD") from None
+    if version:
+        VersionCutover.parse(version)
+
+
 def _report(run_id: str, run_dir: Path, db: Path, opts: NightlyOptions, say: Say) -> tuple[Path | None, str | None]:
     note = None
-    cutover = opts.cutover or os.environ.get("PIPELINE_CUTOVER")
-    if not cutover:
+    cutover, version = _cutovers(opts)
+    if not cutover and not version:
         # Without a deployment date every call counts as "before": rates and causes are still shown.
-        note = ("no cutover configured, so every call counts as before it; pass --cutover DATE "
-                "(or set PIPELINE_CUTOVER) to compare cached-token rates before and after anchoring")
+        note = ("no cutover configured, so every call counts as before it; pass --cutover DATE or --cutover-version "
+                "HARNESS@VERSION (or set PIPELINE_CUTOVER / PIPELINE_CUTOVER_VERSION) to compare cached-token rates "
+                "before and after anchoring")
     if CACHE_NOTEBOOK.exists():
         cache_dir = run_dir / "cache"
         cache_dir.mkdir(parents=True, exist_ok=True)
         tz = opts.tz or os.environ.get("PIPELINE_TZ") or None
-        proc = run_papermill(cache_command(cache_dir, db, cutover, tz), cwd=REPO)
+        proc = run_papermill(cache_command(cache_dir, db, cutover, tz, version), cwd=REPO)
         if proc.returncode != 0:
             note = f"the cache-anchoring notebook failed: {_tail(proc.stderr)}"
             say(note)
@@ -539,13 +564,17 @@ def _report(run_id: str, run_dir: Path, db: Path, opts: NightlyOptions, say: Say
     return html, note
 
 
-def cache_command(cache_dir: Path, db: Path, cutover: str | None, tz: str | None = None) -> list[str]:
+def cache_command(cache_dir: Path, db: Path, cutover: str | None, tz: str | None = None,
+                  cutover_version: str | None = None) -> list[str]:
     """The cache-anchoring notebook over the warehouse, writing its plots and metrics to `cache_dir`; with no
     cutover (None) every call counts as before it, and nothing marks a deployment day; `tz` is the zone of
-    sessions whose transcript records none (None: the notebook's default)."""
+    sessions whose transcript records none (None: the notebook's default); `cutover_version` splits by
+    harness version instead of a date."""
     params: dict[str, str | None] = {"db": str(db.absolute()), "out_dir": str(cache_dir.absolute()), "cutover": cutover}
     if tz is not None:
         params["tz"] = tz
+    if cutover_version is not None:
+        params["cutover_version"] = cutover_version
     return papermill_command(CACHE_NOTEBOOK, cache_dir / "cache_anchoring.ipynb", params, cwd=REPO)
 
 

@@ -59,6 +59,8 @@ def commands(tmp: Path) -> list[tuple[Path, list[str], dict[str, Parameter]]]:
          {"db": str(wh), "out_dir": str(cache_dir), "cutover": None}),
         (driver.CACHE_NOTEBOOK, driver.cache_command(cache_dir, wh, None, "America/Denver"),  # nightly --tz
          {"db": str(wh), "out_dir": str(cache_dir), "cutover": None, "tz": "America/Denver"}),
+        (driver.CACHE_NOTEBOOK, driver.cache_command(cache_dir, wh, None, None, "claude-code@2.1.0"),  # --cutover-version
+         {"db": str(wh), "out_dir": str(cache_dir), "cutover": None, "cutover_version": "claude-code@2.1.0"}),
     ]
 
 
@@ -123,3 +125,24 @@ def test_no_failure_is_read_from_a_notebook_that_ran_or_was_never_written(tmp_pa
     (tmp_path / "half.ipynb").write_text('{"cells": [')
     assert notebook_failure(tmp_path / "half.ipynb") is None
     assert notebook_failure(raising_notebook(tmp_path / "unrun.ipynb")) is None  # no cell has an error output
+
+
+@pytest.mark.parametrize(("options", "env", "needle"), [
+    ({"cutover": "2026-01-01", "cutover_version": "claude-code@2.1.0"}, {}, "not both"),
+    ({"cutover_version": "claude-code"}, {}, "HARNESS@VERSION"),
+    ({}, {"PIPELINE_CUTOVER": "last tuesday"}, "is not a date"),
+])
+def test_a_cutover_the_report_could_not_read_stops_the_night_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, str], env: dict[str, str], needle: str
+) -> None:
+    from pipeline.errors import UsageError
+
+    for name in ("PIPELINE_CUTOVER", "PIPELINE_CUTOVER_VERSION"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    opts = driver.NightlyOptions(db=str(tmp_path / "w.duckdb"), corpus=str(tmp_path / "c"), runs=str(tmp_path / "r"),
+                                 engine="rules", **options)
+    with pytest.raises(UsageError, match=needle):
+        driver.run_nightly(opts)
+    assert not (tmp_path / "w.duckdb").exists() and not (tmp_path / "r").exists()
