@@ -400,6 +400,10 @@ def _session_cells(classified: pl.DataFrame) -> np.ndarray:
     return values
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def _did(totals: np.ndarray, numerator: int, denominator: int) -> np.ndarray:
     """DiD over the last two axes of ``totals`` (..., 4 cells, 4 sums); NaN where a cell is empty."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -426,7 +430,7 @@ def did_effect(
     counts = {f"{g}_{p}": int(totals[i, 3]) for i, (g, p) in enumerate(_CELLS)}
     cell_sessions = {f"{g}_{p}": int((values[:, i, 3] > 0).sum()) for i, (g, p) in enumerate(_CELLS)}
     short = [
-        f"{_CELL_WORDS[key]}: {cell_sessions[key]} sessions, {counts[key]} calls"
+        f"{_CELL_WORDS[key]}: {_count(cell_sessions[key], 'session')}, {_count(counts[key], 'call')}"
         for key in counts if cell_sessions[key] < min_sessions or counts[key] < min_calls
     ]
     reason = (
