@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.display import plain
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, UsageError
 
 # Modules that contribute verbs, in the order `pipeline --help` lists them, with the verbs each
 # registers. Knowing the verbs up front lets a command import only its own module: importing them
@@ -133,6 +133,18 @@ def non_negative_float(text: str) -> float:
 
 def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
+
+
+def day_option(text: str | None, flag: str) -> Any:
+    """A --since / --until value as a date (None when not given); a usage error names the flag."""
+    import datetime as dt
+
+    if text is None:
+        return None
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not a day: write YYYY-MM-DD") from None
 
 
 def positive_int(text: str) -> int:

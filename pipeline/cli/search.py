@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
-from pipeline.cli.main import add_db, add_json, print_json
+from pipeline.cli.main import add_db, add_json, day_option, print_json
 from pipeline.errors import UsageError
 
 FORMATS = ("claude-code", "codex", "jsonl")
@@ -42,17 +41,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_search)
 
 
-def _day(text: str | None, flag: str) -> Any:
-    import datetime as dt
-
-    if text is None:
-        return None
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"{flag} {text!r} is not a day: write YYYY-MM-DD") from None
-
-
 def cmd_search(args: argparse.Namespace) -> int:
     from pipeline.warehouse import db
     from pipeline.warehouse.search_all import SearchFilter, search_all, sessions_of
@@ -64,8 +52,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     if len(words) == 2:
         sessions.insert(0, words.pop(0))
     phrase = words[0]
-    flt = SearchFilter(sessions=sessions_of(sessions), project=args.project, since=_day(args.since, "--since"),
-                       until=_day(args.until, "--until"), format=args.format, role=args.role)
+    flt = SearchFilter(sessions=sessions_of(sessions), project=args.project, since=day_option(args.since, "--since"),
+                       until=day_option(args.until, "--until"), format=args.format, role=args.role)
     with db.reading(args.db) as con:
         result = search_all(con, phrase, flt, regex=args.regex, limit=args.limit, context=args.context,
                             redact=args.redact)

@@ -7,9 +7,8 @@ import shlex
 import sys
 from typing import Any
 
-from pipeline.cli.main import add_db, add_json, add_wait, positive_int, print_json
+from pipeline.cli.main import add_db, add_json, add_wait, day_option, positive_int, print_json
 from pipeline.consolidator import tools
-from pipeline.errors import UsageError
 from pipeline.warehouse import db
 
 DEFAULT_REAL = "../shared/real-transcripts"
@@ -109,21 +108,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
-def _day(text: str | None, flag: str) -> Any:
-    import datetime as dt
-
-    if text is None:
-        return None
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"{flag} {text!r} is not a day: write YYYY-MM-DD") from None
-
-
 def cmd_sessions(args: argparse.Namespace) -> int:
     from pipeline.usage.session_table import SessionFilter, session_table
 
-    flt = SessionFilter(project=args.project, since=_day(args.since, "--since"), until=_day(args.until, "--until"),
+    flt = SessionFilter(project=args.project, since=day_option(args.since, "--since"), until=day_option(args.until, "--until"),
                         format=args.format)
     with db.reading(args.db) as con:
         if args.pending:
