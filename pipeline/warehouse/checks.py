@@ -603,13 +603,21 @@ def _markers_from_files(real: RealSet) -> tuple[list[tuple[str, int]], list[tupl
     return compactions, notices
 
 
-def _calls_around(real: RealSet, sid: str, line: int) -> list[tuple[Any, ...]]:
-    """The calls whose interval from their previous call of the same conversation holds `line`."""
-    return real.con.execute(
-        "SELECT line_no, cause, crossing, gap_s, ttl_s, conversation FROM cache_calls "
-        "WHERE session_id = ? AND prev_line < ? AND line_no > ? ORDER BY line_no",
-        [sid, line, line],
+def _calls_around(real: RealSet, marks: list[tuple[str, int]]) -> dict[tuple[str, int], list[tuple[Any, ...]]]:
+    """For each (session, line), the calls whose interval from their previous call of the same
+    conversation holds that line: one query for every marker."""
+    out: dict[tuple[str, int], list[tuple[Any, ...]]] = {m: [] for m in marks}
+    if not marks:
+        return out
+    rows = real.con.execute(
+        "SELECT m.sid, m.line, c.line_no, c.cause, c.crossing, c.gap_s, c.ttl_s FROM cache_calls c "
+        "JOIN (SELECT unnest(?::VARCHAR[]) AS sid, unnest(?::BIGINT[]) AS line) m "
+        "ON c.session_id = m.sid AND c.prev_line < m.line AND c.line_no > m.line ORDER BY m.sid, m.line, c.line_no",
+        [[sid for sid, _ in marks], [line for _, line in marks]],
     ).fetchall()
+    for sid, line, *rest in rows:
+        out[(sid, line)].append(tuple(rest))
+    return out
 
 
 @invariant("cache causes")
@@ -630,15 +638,17 @@ def _cache_causes(real: RealSet) -> CheckResult:
     failures = [f"{sid} line {n}: read {c:,} of a previous prompt of {p:,} but is {cause}" for sid, n, cause, c, p in bad_hits]
     compactions, notices = _markers_from_files(real)
     compaction_causes: dict[str, int] = {}
+    after_compactions = _calls_around(real, compactions)
+    after_notices = _calls_around(real, [(sid, line) for sid, line, _day in notices])
     for sid, line in compactions:
-        for n, cause, _crossing, gap, ttl, _conv in _calls_around(real, sid, line):
+        for n, cause, _crossing, gap, ttl in after_compactions[(sid, line)]:
             compaction_causes[cause] = compaction_causes.get(cause, 0) + 1
             allowed = cause in ("compaction", "hit", "no_cache_reported") or (cause == "ttl_expiry" and gap > ttl)
             if not allowed:
                 failures.append(f"{sid}: compaction record at line {line}, but the call at line {n} is {cause}")
     crossings = 0
     for sid, line, day in notices:
-        around = _calls_around(real, sid, line)
+        around = after_notices[(sid, line)]
         crossings += sum(1 for r in around if r[2])
         if around and not any(r[2] for r in around):
             failures.append(f"{sid}: date notice ({day}) at line {line}, but the next call (line {around[0][0]}) is no crossing")
