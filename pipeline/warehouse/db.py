@@ -126,16 +126,19 @@ class WriteSession:
     lock: HolderLock
     published: int = 0  # how many times this session replaced the published file
     publish_seconds: float = 0.0  # and how long that took, all told
+    copy_method: str = ""  # how the last publish copied the file (publish._copy)
     say: Callable[[str], None] = field(default=lambda msg: None)
 
     def publish(self) -> bool:
         """Publish the working file now (the session also does it when it ends); True if it changed."""
         started = time.perf_counter()
-        done = publishing.publish(self.files, _checkpoint)
-        if done:
-            self.published += 1
-            self.publish_seconds += time.perf_counter() - started
-        return done
+        method = publishing.publish(self.files, _checkpoint)
+        if method is None:
+            return False
+        self.published += 1
+        self.publish_seconds += time.perf_counter() - started
+        self.copy_method = method
+        return True
 
 
 _sessions: dict[Path, WriteSession] = {}

@@ -196,3 +196,49 @@ def test_the_published_file_opens_read_only_in_duckdb_itself(tmp_path: Path) -> 
         assert con.execute("SELECT count(*) FROM messages").fetchall() == [(3,)]
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("refuse", ["nothing", "clone", "clone+copy_file_range"])
+def test_the_copy_takes_the_cheapest_path_the_file_system_offers_and_is_byte_identical(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refuse: str
+) -> None:
+    src = tmp_path / "src.bin"
+    # Larger than one copy chunk, and not a multiple of it, so the loop's last short step runs.
+    monkeypatch.setattr(publish, "COPY_CHUNK", 1 << 16)
+    src.write_bytes(os.urandom(5 * (1 << 16) + 123))
+    cloned = {"tried": 0}
+
+    def fake_clone(fin: int, fout: int) -> bool:
+        cloned["tried"] += 1
+        if refuse == "nothing":  # a copy-on-write file system: the clone shares every block
+            os.sendfile(fout, fin, 0, os.fstat(fin).st_size)
+            return True
+        return False
+
+    monkeypatch.setattr(publish, "_clone", fake_clone)
+    if "copy_file_range" in refuse:
+        def no_copy_file_range(*_a: object) -> int:
+            raise OSError(38, "Function not implemented")  # ENOSYS: an old kernel
+        monkeypatch.setattr(os, "copy_file_range", no_copy_file_range)
+    method = publish._copy(src, tmp_path / "dst.bin")
+    assert (tmp_path / "dst.bin").read_bytes() == src.read_bytes()
+    assert cloned["tried"] == 1
+    assert method == {"nothing": "clone", "clone": "copy_file_range", "clone+copy_file_range": "sendfile"}[refuse]
+
+
+def test_a_clone_on_a_file_system_without_one_is_refused_not_raised(tmp_path: Path) -> None:
+    # ext4 and tmpfs (these machines) answer FICLONE with EOPNOTSUPP or EXDEV: the copy falls back.
+    (tmp_path / "a").write_bytes(b"x" * 4096)
+    with (tmp_path / "a").open("rb") as fin, (tmp_path / "b").open("wb") as fout:
+        result = publish._clone(fin.fileno(), fout.fileno())
+    assert result in (True, False)
+    if result:  # a copy-on-write file system after all: the blocks are shared
+        assert (tmp_path / "b").read_bytes() == b"x" * 4096
+
+
+def test_a_write_session_reports_how_it_published(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    with db.write_session(wh) as s, db.writing(wh) as con:
+        con.execute("INSERT INTO runs (run_id, status) VALUES ('r1', 'test')")
+    assert s.published == 1
+    assert s.copy_method in ("clone", "copy_file_range", "sendfile")
