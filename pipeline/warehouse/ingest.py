@@ -146,14 +146,9 @@ def _head_lines(path: Path, limit_bytes: int = 8 * 1024 * 1024) -> list[bytes]:
 
 
 def _newlines(data: bytes, end: int) -> np.ndarray:
-    """Positions of every \\n in data[:end]; memchr through bytes.find, no large temporaries."""
-    out: list[int] = []
-    find = data.find
-    pos = find(b"\n", 0, end)
-    while pos >= 0:
-        out.append(pos)
-        pos = find(b"\n", pos + 1, end)
-    return np.fromiter(out, dtype=np.int64, count=len(out))
+    """Positions of every \\n in data[:end], in one vectorised pass (a byte mask of the chunk, 16 MB
+    at most, then its nonzero positions)."""
+    return np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=end) == 10)
 
 
 def _split(data: bytes, end: int | None = None) -> tuple[pa.Array, list[int]]:
