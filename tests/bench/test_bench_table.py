@@ -42,7 +42,8 @@ def results(**over: object) -> dict:
         "night_batches": 176, "big_bytes": 5.5e9, "big_small_write_s": 6.2, "big_publish_s": 6.0,
         "big_copy_method": "copy_file_range", "big_work_bytes": 5.5e9, "big_extra_disk_peak_bytes": 11e9,
         "proto_head_bytes": 77e6, "proto_segment_bytes": 5.5e9, "proto_small_write_publish_s": 0.2,
-        "proto_read_200_ms": 0.9,
+        "proto_read_200_ms": 0.9, "proto_ingest_1pct_s": 0.5, "proto_ingest_1pct_bytes": 30e6,
+        "proto_ingest_1pct_text_bytes": 90e6,
     }
     r.update(over)
     return r
@@ -96,7 +97,7 @@ def test_the_figures_are_plain_json_and_optional_parts_leave_no_row() -> None:
         del partial[key]
     names = {row["measure"] for row in bench.figures(partial)}
     assert "show 200 lines (p50)" not in names and not any(n.startswith("publish after a small write") for n in names)
-    assert len(names) == len(full) - 4
+    assert len(names) == len(full) - 5
 
 
 def test_startup_rows_alone_print_as_a_table(capsys: pytest.CaptureFixture[str]) -> None:
