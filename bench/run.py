@@ -225,12 +225,20 @@ def main() -> int:
     print(f"corpus: {len(files)} sessions, {size / 1e9:.2f} GB (built/reused in {time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     results: dict[str, object] = {"corpus_bytes": size, "sessions": len(files)}
 
+    # The reference: copying the corpus and syncing it, with the files in the page cache as the ingest
+    # right after finds them. Earlier runs leave gigabytes behind (the 5 GB warehouse evicts the corpus,
+    # a publish leaves dirty pages), so the files are read once first and the copy is the median of three.
     copy_dir = OUT / "copy"
+    subprocess.run(["bash", "-c", f"find '{CORPUS}' -name '*.jsonl' -exec cat {{}} + > /dev/null"], check=True)
+    copies = []
+    for _ in range(3):
+        shutil.rmtree(copy_dir, ignore_errors=True)
+        subprocess.run(["sync"], check=True)
+        copies.append(timed(["bash", "-c", f"cp -r '{CORPUS}' '{copy_dir}' && sync"])[0])
     shutil.rmtree(copy_dir, ignore_errors=True)
     subprocess.run(["sync"], check=True)
-    t_copy, _ = timed(["bash", "-c", f"cp -r '{CORPUS}' '{copy_dir}' && sync"])
-    shutil.rmtree(copy_dir, ignore_errors=True)
-    results["cp_sync_s"] = t_copy
+    results["cp_sync_s"] = statistics.median(copies)
+    results["cp_sync_runs_s"] = copies
 
     db = OUT / "bench.duckdb"
     # The published file and everything beside it (the working file and its state), for a fresh start.
@@ -388,7 +396,7 @@ def figures(r: dict) -> list[dict]:
     search_ratio = r["search_p50_ms"] / r["grep_nF_p50_ms"]
     rows = [
         _figure("full ingest (publish included)", f"{r['ingest_s']:.2f} s for {gb:.2f} GB",
-                f"cp -r + sync {r['cp_sync_s']:.2f} s", "<= 4x the reference", ingest_ratio <= 4, ratio=ingest_ratio),
+                f"cp -r + sync {r['cp_sync_s']:.2f} s (median of 3, files cached)", "<= 4x the reference", ingest_ratio <= 4, ratio=ingest_ratio),
         _figure("ingest peak RSS", f"{r['ingest_peak_rss_mb']:.0f} MB", "the limit", "<= 1024 MB",
                 r["ingest_peak_rss_mb"] <= 1024),
         _figure("search, largest session (p50)", f"{r['search_p50_ms']:.1f} ms", f"grep -nF {r['grep_nF_p50_ms']:.1f} ms",
