@@ -30,6 +30,8 @@ MAX_READ_LINES = 200
 DEFAULT_WIDTH = 400
 MAX_WIDTH = 4000
 MAX_RESULT_CHARS = 60_000
+# Rows per Arrow batch a search reads.
+_BATCH_ROWS = 8192
 
 
 def _check_session(con: duckdb.DuckDBPyConnection, session_id: str, allowed: Collection[str] | None) -> int:
@@ -142,45 +144,63 @@ def search_transcript(
     masker = LineMasker(known) if redact else None
     if masker is not None and MASK_RE.search(phrase):
         return _search_masked(con, session_id, phrase, masker, max_hits, context)
-    # One streaming pass over the session in Python: str.find/str.count are non-overlapping, left to
-    # right, and faster than DuckDB's contains() on phrases whose first letter is common.
-    cur = con.execute("SELECT line_no, text FROM lines WHERE session_id = ? ORDER BY line_no", [session_id])
+    line_nos, texts = _lines_holding(con, session_id, phrase)
     total = 0
     hits: list[dict[str, Any]] = []
     used = 0
     truncated = False
-    while batch := cur.fetchmany(4096):
-        for line_no, text in batch:
-            if phrase not in text:
-                continue
-            total += text.count(phrase)
-            if truncated:
-                continue
-            found = masker.spans(text) if masker is not None else []
-            start = text.find(phrase)
-            while start >= 0:
-                if len(hits) >= max_hits:
-                    truncated = True
-                    break
-                end = start + len(phrase)
-                hit = {
-                    "line": line_no,
-                    "column": start + 1,
-                    "before": _show(text, found, max(0, start - context), start),
-                    # A phrase that lands on a secret is masked like the rest of the line.
-                    "match": _show(text, found, start, end),
-                    "after": _show(text, found, end, end + context),
-                }
-                size = len(hit["before"]) + len(hit["after"]) + len(hit["match"]) + 40
-                if used + size > MAX_RESULT_CHARS:
-                    truncated = True
-                    break
-                hits.append(hit)
-                used += size
-                start = text.find(phrase, end)
+    for line_no, text in zip(line_nos, texts, strict=True):
+        total += text.count(phrase)
+        if truncated:
+            continue
+        # Secrets are looked for only on the lines whose hits are listed, once per line.
+        found = masker.spans(text) if masker is not None else []
+        start = text.find(phrase)
+        while start >= 0:
+            if len(hits) >= max_hits:
+                truncated = True
+                break
+            end = start + len(phrase)
+            hit: dict[str, Any] = {
+                "line": line_no,
+                "column": start + 1,
+                "before": _show(text, found, max(0, start - context), start),
+                # A phrase that lands on a secret is masked like the rest of the line.
+                "match": _show(text, found, start, end),
+                "after": _show(text, found, end, end + context),
+            }
+            size = len(hit["before"]) + len(hit["after"]) + len(hit["match"]) + 40
+            if used + size > MAX_RESULT_CHARS:
+                truncated = True
+                break
+            hits.append(hit)
+            used += size
+            start = text.find(phrase, end)
     if len(hits) < total:
         truncated = True
     return {"sessionId": session_id, "phrase": phrase, "total": total, "truncated": truncated, "hits": hits}
+
+
+def _lines_holding(con: duckdb.DuckDBPyConnection, session_id: str, phrase: str) -> tuple[list[int], list[str]]:
+    """(line numbers, texts) of the session's lines that hold `phrase`, in line order.
+
+    The session's text goes from DuckDB to polars as Arrow buffers, with no Python string per line,
+    and polars' substring test (memchr) picks the lines; only those become Python strings. Both
+    DuckDB's contains() (slow on a phrase whose first letter is common) and building a Python
+    string of every line cost more than the scan itself. A UTF-8 substring test agrees with
+    `phrase in text`: UTF-8 is self-synchronising, so bytes match only at character boundaries.
+    """
+    import polars as pl
+
+    rel = con.sql("SELECT line_no, text FROM lines WHERE session_id = $s", params={"s": session_id})
+    parts = [
+        pl.DataFrame(batch).filter(pl.col("text").str.contains(phrase, literal=True))
+        for batch in rel.to_arrow_reader(_BATCH_ROWS)  # in batches: a huge session is never held whole
+    ]
+    if not parts:
+        return [], []
+    holding = pl.concat(parts).sort("line_no")
+    return holding["line_no"].to_list(), holding["text"].to_list()
 
 
 def _show(text: str, found: list[Any], start: int, end: int) -> str:
