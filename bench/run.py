@@ -325,6 +325,10 @@ def _measure(results: dict, files: list[Path], db: Path, args: argparse.Namespac
     ) * 1000
     mid = con.execute("SELECT line_count FROM sessions WHERE session_id = ?", [sid]).fetchall()[0][0] // 2
     results["read_200_p50_ms"] = p50(lambda: tools.read_lines(con, sid, mid, mid + 199), n=21) * 1000
+    # `pipeline show SESSION FROM TO` of 200 lines, in process: what the command builds before printing.
+    from pipeline.show.conversation import conversation
+
+    results["show_200_p50_ms"] = p50(lambda: conversation(con, sid, mid, mid + 199), n=21) * 1000
     con.close()
 
     results["startup"] = startup(db)

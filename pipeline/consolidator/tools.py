@@ -30,14 +30,21 @@ MAX_READ_LINES = 200
 DEFAULT_WIDTH = 400
 MAX_WIDTH = 4000
 MAX_RESULT_CHARS = 60_000
+# Rows per Arrow batch a search reads.
+_BATCH_ROWS = 8192
 
 
-def _check_session(con: duckdb.DuckDBPyConnection, session_id: str, allowed: Collection[str] | None) -> int:
-    """The session's line count; refuses sessions outside `allowed` or not in the warehouse."""
+def _check_id(session_id: str, allowed: Collection[str] | None) -> None:
+    """Refuses a session id that is not a string, or outside `allowed`."""
     if not isinstance(session_id, str) or not session_id:
         raise ToolError("sessionId must be a non-empty string")
     if allowed is not None and session_id not in allowed:
         raise ToolError(f"session {session_id!r} is not in this batch; use a sessionId from list_sessions")
+
+
+def _check_session(con: duckdb.DuckDBPyConnection, session_id: str, allowed: Collection[str] | None) -> int:
+    """The session's line count; refuses sessions outside `allowed` or not in the warehouse."""
+    _check_id(session_id, allowed)
     row = db.one(con, "SELECT line_count FROM sessions WHERE session_id = ?", [session_id])
     if row is None:
         raise ToolError(f"unknown session {session_id!r}; `pipeline sessions` lists the ids in this warehouse")
@@ -142,45 +149,63 @@ def search_transcript(
     masker = LineMasker(known) if redact else None
     if masker is not None and MASK_RE.search(phrase):
         return _search_masked(con, session_id, phrase, masker, max_hits, context)
-    # One streaming pass over the session in Python: str.find/str.count are non-overlapping, left to
-    # right, and faster than DuckDB's contains() on phrases whose first letter is common.
-    cur = con.execute("SELECT line_no, text FROM lines WHERE session_id = ? ORDER BY line_no", [session_id])
+    line_nos, texts = _lines_holding(con, session_id, phrase)
     total = 0
     hits: list[dict[str, Any]] = []
     used = 0
     truncated = False
-    while batch := cur.fetchmany(4096):
-        for line_no, text in batch:
-            if phrase not in text:
-                continue
-            total += text.count(phrase)
-            if truncated:
-                continue
-            found = masker.spans(text) if masker is not None else []
-            start = text.find(phrase)
-            while start >= 0:
-                if len(hits) >= max_hits:
-                    truncated = True
-                    break
-                end = start + len(phrase)
-                hit = {
-                    "line": line_no,
-                    "column": start + 1,
-                    "before": _show(text, found, max(0, start - context), start),
-                    # A phrase that lands on a secret is masked like the rest of the line.
-                    "match": _show(text, found, start, end),
-                    "after": _show(text, found, end, end + context),
-                }
-                size = len(hit["before"]) + len(hit["after"]) + len(hit["match"]) + 40
-                if used + size > MAX_RESULT_CHARS:
-                    truncated = True
-                    break
-                hits.append(hit)
-                used += size
-                start = text.find(phrase, end)
+    for line_no, text in zip(line_nos, texts, strict=True):
+        total += text.count(phrase)
+        if truncated:
+            continue
+        # Secrets are looked for only on the lines whose hits are listed, once per line.
+        found = masker.spans(text) if masker is not None else []
+        start = text.find(phrase)
+        while start >= 0:
+            if len(hits) >= max_hits:
+                truncated = True
+                break
+            end = start + len(phrase)
+            hit: dict[str, Any] = {
+                "line": line_no,
+                "column": start + 1,
+                "before": _show(text, found, max(0, start - context), start),
+                # A phrase that lands on a secret is masked like the rest of the line.
+                "match": _show(text, found, start, end),
+                "after": _show(text, found, end, end + context),
+            }
+            size = len(hit["before"]) + len(hit["after"]) + len(hit["match"]) + 40
+            if used + size > MAX_RESULT_CHARS:
+                truncated = True
+                break
+            hits.append(hit)
+            used += size
+            start = text.find(phrase, end)
     if len(hits) < total:
         truncated = True
     return {"sessionId": session_id, "phrase": phrase, "total": total, "truncated": truncated, "hits": hits}
+
+
+def _lines_holding(con: duckdb.DuckDBPyConnection, session_id: str, phrase: str) -> tuple[list[int], list[str]]:
+    """(line numbers, texts) of the session's lines that hold `phrase`, in line order.
+
+    The session's text goes from DuckDB to polars as Arrow buffers, with no Python string per line,
+    and polars' substring test (memchr) picks the lines; only those become Python strings. Both
+    DuckDB's contains() (slow on a phrase whose first letter is common) and building a Python
+    string of every line cost more than the scan itself. A UTF-8 substring test agrees with
+    `phrase in text`: UTF-8 is self-synchronising, so bytes match only at character boundaries.
+    """
+    import polars as pl
+
+    rel = con.sql("SELECT line_no, text FROM lines WHERE session_id = $s", params={"s": session_id})
+    parts = [
+        pl.DataFrame(batch).filter(pl.col("text").str.contains(phrase, literal=True))
+        for batch in rel.to_arrow_reader(_BATCH_ROWS)  # in batches: a huge session is never held whole
+    ]
+    if not parts:
+        return [], []
+    holding = pl.concat(parts).sort("line_no")
+    return holding["line_no"].to_list(), holding["text"].to_list()
 
 
 def _show(text: str, found: list[Any], start: int, end: int) -> str:
@@ -238,15 +263,39 @@ def read_lines(
     """Lines start..end (1-based, inclusive), each cut at `width` characters, at most
     MAX_READ_LINES lines and MAX_RESULT_CHARS characters per call (`truncated` when cut short).
     With `redact`, secrets are found on the whole stored line and masked in the part shown."""
-    line_count = _check_session(con, session_id, allowed)
+    _check_id(session_id, allowed)
     width = DEFAULT_WIDTH if width is None else width
     for name, value in (("start", start), ("end", end), ("width", width)):
         if isinstance(value, bool) or not isinstance(value, int):
+            _check_session(con, session_id, allowed)  # an unknown session is the first thing said
             raise ToolError(f"{name} must be a whole number, got {value!r}")
     if width < 1 or width > MAX_WIDTH:
+        _check_session(con, session_id, allowed)
         raise ToolError(f"width must be between 1 and {MAX_WIDTH}, got {width}")
     if start < 1 or end < start:
+        _check_session(con, session_id, allowed)
         raise ToolError(f"bad range {start}..{end}: lines are numbered from 1 and end must be ≥ start")
+    # One query for the session's line count and the lines: a query costs more than reading 200 lines.
+    # The lines asked for that exist are at most MAX_READ_LINES from `start`, whatever the count.
+    upto = min(end, start + MAX_READ_LINES - 1)
+    params = {"s": session_id, "a": start, "b": upto}
+    if redact:
+        got = con.execute(
+            "SELECT line_count, NULL, NULL FROM sessions WHERE session_id = $s UNION ALL "
+            "SELECT NULL, line_no, text FROM lines WHERE session_id = $s AND line_no BETWEEN $a AND $b",
+            params,
+        ).fetchall()
+    else:
+        got = con.execute(
+            "SELECT line_count, NULL, NULL, NULL FROM sessions WHERE session_id = $s UNION ALL "
+            "SELECT NULL, line_no, substr(text, 1, $w), length(text) > $w FROM lines "
+            "WHERE session_id = $s AND line_no BETWEEN $a AND $b",
+            {**params, "w": width},
+        ).fetchall()
+    counts = [r[0] for r in got if r[1] is None]
+    if not counts:
+        raise ToolError(f"unknown session {session_id!r}; `pipeline sessions` lists the ids in this warehouse")
+    line_count = int(counts[0])
     if start > line_count:
         raise ToolError(f"bad range {start}..{end}: session {session_id} has {line_count} lines")
     truncated = False
@@ -254,19 +303,12 @@ def read_lines(
     if last - start + 1 > MAX_READ_LINES:
         last = start + MAX_READ_LINES - 1
         truncated = True
+    found = sorted((r for r in got if r[1] is not None and r[1] <= last), key=lambda r: r[1])
     if redact:
         masker = LineMasker(known)
-        full = con.execute(
-            "SELECT line_no, text FROM lines WHERE session_id = $s AND line_no BETWEEN $a AND $b ORDER BY line_no",
-            {"s": session_id, "a": start, "b": last},
-        ).fetchall()
-        rows = [(n, _show(text, masker.spans(text), 0, width), len(text) > width) for n, text in full]
+        rows = [(n, _show(text, masker.spans(text), 0, width), len(text) > width) for _, n, text in found]
     else:
-        rows = con.execute(
-            "SELECT line_no, substr(text, 1, $w) AS head, length(text) > $w AS cut FROM lines "
-            "WHERE session_id = $s AND line_no BETWEEN $a AND $b ORDER BY line_no",
-            {"w": width, "s": session_id, "a": start, "b": last},
-        ).fetchall()
+        rows = [(n, head, cut) for _, n, head, cut in found]
     lines: list[dict[str, Any]] = []
     used = 0
     for line_no, head, cut in rows:

@@ -211,26 +211,56 @@ def _placeholder(value: str) -> bool:
 
 
 # -- detect-secrets plugins --------------------------------------------------------------------------
+# The four non-ASCII letters that a case-insensitive Python regex pairs with ASCII ones (İ and ı
+# with i, ſ with s, the Kelvin sign with k; tests/secrets/test_prefilter.py lists them from `re`).
+_ASCII_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
+def _fold(text: str) -> str:
+    """`text` lower-cased, those four letters first turned into their ASCII partners: a text that a
+    case-insensitive pattern of ASCII letters matches holds the pattern's literals, lower-cased,
+    in its folded form. (`str.lower` alone turns İ into two characters and leaves ſ as it is.)"""
+    return text.lower() if text.isascii() else text.translate(_ASCII_FOLD).lower()
+
+
 @dataclass(frozen=True)
 class _Hint:
-    """What must occur in a text for a detector to have a chance: `pattern` (a regex with a literal
-    start, cheap to search), or one of the lower-case `words` in the lower-cased text. Most strings
-    of a transcript hold neither, so the detectors themselves rarely run."""
+    """What must occur in a text for a detector to have a chance: `pattern` (a regex, searched in
+    the text), or one of the lower-case `words` in the lower-cased text. Most strings of a
+    transcript hold neither, so the detectors themselves rarely run.
+
+    `needles` is the cheap pre-filter in front of a pattern that has no literal start (which the
+    regex engine would try at every position): literals, one of which occurs in every match of
+    the pattern, looked for with `in` before the pattern is searched. A hint for a plugin that
+    ignores case is `folded`: its pattern and needles are written in lower case and looked for in
+    the folded text `low` (see `_fold`), which a regex finds much faster than one ignoring case.
+    tests/secrets/test_prefilter.py checks that a needle never turns down a text the pattern
+    matches, nor a hint a text its plugin flags."""
 
     pattern: re.Pattern[str] | None = None
     words: tuple[str, ...] = ()
+    needles: tuple[str, ...] = ()
+    folded: bool = False
 
     def holds(self, text: str, low: str) -> bool:
         if self.pattern is not None:
-            return self.pattern.search(text) is not None
+            hay = low if self.folded else text
+            if self.needles:
+                for needle in self.needles:
+                    if needle in hay:
+                        break
+                else:
+                    return False
+            return self.pattern.search(hay) is not None
         for word in self.words:
             if word in low:
                 return True
         return False
 
 
-def _hint(pattern: str | None = None, *, lower: tuple[str, ...] = ()) -> _Hint:
-    return _Hint(re.compile(pattern) if pattern else None, lower)
+def _hint(pattern: str | None = None, *, lower: tuple[str, ...] = (), needles: tuple[str, ...] = (),
+          folded: bool = False) -> _Hint:
+    return _Hint(re.compile(pattern) if pattern else None, lower, needles, folded)
 
 
 # (kind, plugin, hint): the plugin runs only on text that holds its hint, which keeps the slow
@@ -239,26 +269,33 @@ _PLUGINS: tuple[tuple[str, BasePlugin, _Hint], ...] = (
     ("aws-access-key", AWSKeyDetector(), _hint(lower=("aws", "a3t", "abia", "acca", "akia", "asia"))),
     ("azure-storage-key", AzureStorageKeyDetector(), _hint(r"AccountKey=")),
     ("url-password", BasicAuthDetector(), _hint(r"://")),
-    ("cloudant-credential", CloudantDetector(), _hint(r"(?i:cl(?:oudant|ou)?[-_]?(?:api)?(?:key|pw|pass|token)|cloudant\.com)")),
-    ("discord-token", DiscordBotTokenDetector(), _hint(r"[MNO][a-zA-Z\d_\-]{23,25}\.")),
+    ("cloudant-credential", CloudantDetector(), _hint(
+        r"cl(?:oudant|ou)?[-_]?(?:api)?(?:key|pw|pass|token)|cloudant\.com", needles=("cl",), folded=True)),
+    ("discord-token", DiscordBotTokenDetector(), _hint(r"[MNO][a-zA-Z\d_\-]{23,25}\.", needles=(".",))),
     ("github-token", GitHubTokenDetector(), _hint(r"gh[pousr]_")),
-    ("gitlab-token", GitLabTokenDetector(), _hint(r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941")),
-    ("ibm-cloud-key", IbmCloudIamDetector(), _hint(r"(?:key|pwd|pass|token)[\"'\]]{0,2}\s*(?:=|:|:=|=>|::| )\s*[\"']?[a-zA-Z0-9_\-]{44}")),
-    ("ibm-cos-key", IbmCosHmacDetector(), _hint(r"secret[-_]?(?:access)?[-_]?key")),
+    ("gitlab-token", GitLabTokenDetector(), _hint(
+        r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941", needles=("gl", "GR1348941"))),
+    # These two plugins ignore case (API_KEY, SECRET_ACCESS_KEY), so their hints do too, and a
+    # password may be written out (`password: …`).
+    ("ibm-cloud-key", IbmCloudIamDetector(), _hint(
+        r"(?:key|pwd|password|pass|token)[\"'\]]{0,2}\s*(?:=|:|:=|=>|::| )\s*[\"']?[a-z0-9_\-]{44}",
+        needles=("key", "pwd", "pass", "token"), folded=True)),
+    ("ibm-cos-key", IbmCosHmacDetector(), _hint(r"secret[-_]?(?:access)?[-_]?key", folded=True)),
     ("jwt", JwtTokenDetector(), _hint(r"eyJ")),
     ("mailchimp-key", MailchimpDetector(), _hint(r"-us\d")),
     ("npm-token", NpmDetector(), _hint(r"_authToken")),
     ("openai-key", OpenAIDetector(), _hint(r"T3BlbkFJ")),
-    ("private-key", PrivateKeyDetector(), _hint(r"(?:BEGIN|PuTTY-User-Key-File)")),
+    ("private-key", PrivateKeyDetector(), _hint(r"(?:BEGIN|PuTTY-User-Key-File)", needles=("BEGIN", "PuTTY-User-Key-File"))),
     ("pypi-token", PypiTokenDetector(), _hint(r"pypi-AgE")),
     ("sendgrid-key", SendGridDetector(), _hint(r"SG\.")),
     ("slack-token", SlackDetector(), _hint(lower=("xox", "hooks.slack.com"))),
-    ("softlayer-key", SoftlayerDetector(), _hint(r"(?i:softlayer|sl[-_]?(?:api)?(?:key|pwd|pass|token))")),
+    ("softlayer-key", SoftlayerDetector(), _hint(
+        r"softlayer|sl[-_]?(?:api)?[-_]?(?:key|pwd|pass|token)", needles=("softlayer", "sl"), folded=True)),
     ("square-token", SquareOAuthDetector(), _hint(r"sq0csp-")),
-    ("stripe-key", StripeDetector(), _hint(r"[rs]k_live_")),
-    ("telegram-token", TelegramBotTokenDetector(), _hint(r"\d{8,10}:[0-9A-Za-z_\-]{35}")),
-    ("twilio-key", TwilioKeyDetector(), _hint(r"AC[a-z0-9]{32}|SK[a-z0-9]{32}")),
-    ("artifactory-token", ArtifactoryDetector(), _hint(r"AKC[a-zA-Z0-9]{10}|AP[\dABCDEF][a-zA-Z0-9]{8}")),
+    ("stripe-key", StripeDetector(), _hint(r"[rs]k_live_", needles=("k_live_",))),
+    ("telegram-token", TelegramBotTokenDetector(), _hint(r"\d{8,10}:[0-9A-Za-z_\-]{35}", needles=(":",))),
+    ("twilio-key", TwilioKeyDetector(), _hint(r"AC[a-z0-9]{32}|SK[a-z0-9]{32}", needles=("AC", "SK"))),
+    ("artifactory-token", ArtifactoryDetector(), _hint(r"AKC[a-zA-Z0-9]{10}|AP[\dABCDEF][a-zA-Z0-9]{8}", needles=("AKC", "AP"))),
 )
 # Our own patterns need one of these.
 _OWN_HINT = _hint(lower=("-----begin", "sk-", "aiza", "://", "aws", "hooks.slack.com", "bearer"))
@@ -422,7 +459,7 @@ def _add_at(found: dict[str, str], text: str, kind: str, value: str) -> None:
 
 def _keyword_values(text: str) -> Iterator[str]:
     for line in text.split("\n"):
-        low = line.lower()
+        low = _fold(line)
         if not any(w in low for w in _KEYWORD_WORDS) or _KEYWORD_NAME_SKIP.search(line):
             continue
         for group in _KEYWORD_GROUPS:
@@ -447,7 +484,7 @@ def detect(text: str, key: str | None = None) -> set[Secret]:
         # holds no URL password), so masks read as blanks of the same length.
         text = MASK_RE.sub(lambda m: " " * len(m.group(0)), text)
     found: dict[str, str] = {}
-    low = text.lower()
+    low = _fold(text)
     _tokens(text, low, found)
     if "@" in text:
         for m in _EMAIL.finditer(text):

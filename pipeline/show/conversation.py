@@ -17,7 +17,8 @@ from typing import Any
 import duckdb
 
 from pipeline.errors import UsageError
-from pipeline.warehouse.formats import CLAUDE, CODEX
+from pipeline.warehouse import prompt_rules
+from pipeline.warehouse.formats import CLAUDE, CODEX, JSONL
 from pipeline.warehouse.readable import readable
 
 __all__ = ["Conversation", "Item", "conversation"]
@@ -115,7 +116,9 @@ def _subagent(rec: Any) -> dict[str, str]:
     """For an Agent/Task tool call, {call id: "type: description"}."""
     out: dict[str, str] = {}
     message = rec.get("message") if isinstance(rec, dict) else None
-    for block in (message or {}).get("content") or [] if isinstance(message, dict) else []:
+    content = message.get("content") if isinstance(message, dict) else None
+    # A string content (a typed prompt) holds no call: iterating it would visit every character.
+    for block in content if isinstance(content, list) else []:
         if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in SUBAGENT_TOOLS:
             inp: dict[str, Any] = block["input"] if isinstance(block.get("input"), dict) else {}
             kind = inp.get("subagent_type") or "subagent"
@@ -129,6 +132,61 @@ def _status(is_error: bool | None, exit_code: int | None, rejected: bool | None)
     if exit_code is not None:
         return "ok" if exit_code == 0 else f"exit {exit_code}"
     return "error" if is_error else ""
+
+
+# `messages.is_prompt` of a session's user messages, evaluated on the lines the caller passes (their
+# text as a parameter) instead of read through the view: the view's copy relation reads every parent
+# session's lines whatever session is asked for (seconds on a large warehouse), and each branch runs
+# its JSON functions on every line of the range. Each query is the view's branch for one format, with
+# the same rules (`prompt_rules`); tests/show/test_prompts.py checks that both agree on every sample
+# session. A Claude Code subagent's copy of its parent's user line (same uuid) is not its prompt.
+_GIVEN = "(SELECT unnest($n) AS line_no, unnest($t) AS text)"
+_CLAUDE_PROMPTS = f"""
+    SELECT line_no, {prompt_rules.claude_prompt("text")} AND NOT coalesce(json_extract_string(text, '$.uuid') IN (
+        SELECT json_extract_string(p.text, '$.uuid') FROM lines p
+        WHERE p.session_id = $parent AND json_valid(p.text) AND json_extract_string(p.text, '$.type') = 'user'), false)
+    FROM {_GIVEN}
+    WHERE json_valid(text) AND json_extract_string(text, '$.type') IN ('user', 'assistant')
+      AND json_extract_string(text, '$.message.content[0].type') IS DISTINCT FROM 'tool_result'
+      AND json_extract_string(text, '$.message.role') = 'user'
+"""
+_CODEX_PROMPTS = f"""
+    SELECT line_no, line_no > (
+        SELECT coalesce(TRY_CAST(json_extract_string(state, '$.inherited_lines') AS BIGINT), 0) FROM sessions
+        WHERE session_id = $id) AND {prompt_rules.codex_item_prompt("item")}
+    FROM (SELECT line_no, {prompt_rules.codex_item("text")} AS item FROM {_GIVEN} WHERE json_valid(text))
+    WHERE json_extract_string(item, '$.type') = 'message' AND json_extract_string(item, '$.role') = 'user'
+"""
+_JSONL_PROMPTS = f"""
+    SELECT line_no, {prompt_rules.jsonl_prompt("text")} FROM {_GIVEN}
+    WHERE json_valid(text) AND json_extract_string(text, '$.role') = 'user'
+"""
+
+
+def _prompts(con: duckdb.DuckDBPyConnection, session_id: str, fmt: str, parent: str | None,
+             lines: list[tuple[int, str]]) -> dict[int, bool]:
+    """{line: is a prompt} for those of `lines` (number, stored text) that hold a user message,
+    as `messages` has them."""
+    if not lines:
+        return {}
+    params: dict[str, Any] = {"n": [n for n, _ in lines], "t": [t for _, t in lines]}
+    if fmt == CLAUDE:
+        sql, params["parent"] = _CLAUDE_PROMPTS, parent
+    elif fmt == CODEX:
+        sql, params["id"] = _CODEX_PROMPTS, session_id
+    elif fmt == JSONL:
+        sql = _JSONL_PROMPTS
+    else:
+        return {}
+    return dict(con.execute(sql, params).fetchall())
+
+
+def _has_message_items(con: duckdb.DuckDBPyConnection, session_id: str) -> bool:
+    """Whether a Codex rollout has a row in `messages` (a `message` item), read from its own lines."""
+    return con.execute(
+        f"SELECT 1 FROM lines WHERE session_id = ? AND json_valid(text) "
+        f"AND json_extract_string({prompt_rules.codex_item('text')}, '$.type') = 'message' LIMIT 1",
+        [session_id]).fetchone() is not None
 
 
 def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | None = None,
@@ -150,11 +208,6 @@ def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | N
         raise UsageError(f"session {session_id} has {line_count} lines; FROM {lo} is past its end")
     conv = Conversation(session_id, slug, fmt, cwd, _iso(first_at), _iso(last_at), int(line_count), lo,
                         min(hi, int(line_count)), parent)
-    statuses: dict[int, list[str]] = {}
-    for line_no, is_error, exit_code, rejected in con.execute(
-        "SELECT line_no, is_error, exit_code, rejected FROM tool_results WHERE session_id = ? AND line_no BETWEEN ? AND ? "
-        "ORDER BY line_no", [session_id, lo, hi]).fetchall():
-        statuses.setdefault(line_no, []).append(_status(is_error, exit_code, rejected))
     # Sessions started from this one (Claude Code subagents, Codex spawned rollouts), placed at their first line's time.
     # A Claude Code subagent file may open with a copy of the parent's lines (same uuids, the parent's
     # times): it starts at its first line of its own.
@@ -172,57 +225,72 @@ def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | N
           AND (json_extract_string(rec, '$.uuid') IS NULL OR json_extract_string(rec, '$.uuid') NOT IN (SELECT uuid FROM parent))
         GROUP BY ALL ORDER BY started NULLS LAST, session_id
         """, {"id": session_id}).fetchall()]
-    # What the harness wrote in the user's name (injected context, notices) is not a prompt: shown folded.
-    prompts = dict(con.execute(
-        "SELECT line_no, bool_or(is_prompt) FROM messages WHERE session_id = ? AND role = 'user' AND line_no BETWEEN ? AND ? "
-        "GROUP BY line_no", [session_id, lo, hi]).fetchall())
     # Codex writes each message twice, as an item and as an event: the events are shown only in a
     # rollout that has no message items.
-    has_items = fmt != CODEX or bool(con.execute(
-        "SELECT count(*) FROM messages WHERE session_id = ?", [session_id]).fetchone()[0])  # type: ignore[index]
+    has_items = fmt != CODEX or _has_message_items(con, session_id)
+    # The lines are read first, so that the analyst views are asked only about the lines that need
+    # them: the statuses of the lines holding a tool result, and (what the harness wrote in the
+    # user's name is no prompt: shown folded) the prompts of the lines holding a user message.
+    rows: list[tuple[int, Any, list[Any]]] = []
+    results_at: list[int] = []
+    users_at: list[tuple[int, str]] = []
     cur = con.execute("SELECT line_no, text FROM lines WHERE session_id = ? AND line_no BETWEEN ? AND ? ORDER BY line_no",
                       [session_id, lo, hi])
-    day: str | None = None
-    subagents: dict[str, str] = {}
     while batch := cur.fetchmany(1024):
         for line_no, text in batch:
             rec = _parse(text)
-            at = rec.get("timestamp") if isinstance(rec, dict) and isinstance(rec.get("timestamp"), str) else None
-            today = _day(at)
-            if today and today != day:
-                conv.items.append(Item(line_no, at, "marker", "new day" if day else "day", f"{today} (UTC)"))
-            day = today or day
-            while children and at and children[0][0] and children[0][0] <= at:
-                c_at, c_id, c_lines = children.pop(0)
-                conv.items.append(Item(line_no, c_at, "marker", "subagent starts",
-                                       f"{c_id} ({c_lines} lines): pipeline show {c_id}", session_link=c_id))
-            marker = _compaction(rec, fmt)
-            if marker:
-                conv.items.append(Item(line_no, at, "marker", "compaction", marker))
+            entries = [] if _compaction(rec, fmt) else readable(text, fmt)
+            rows.append((line_no, rec, entries))
+            if any(e.kind == "tool result" for e in entries):
+                results_at.append(line_no)
+            if any(e.kind == "message" and e.label == "user" for e in entries):
+                users_at.append((line_no, text))
+    statuses: dict[int, list[str]] = {}
+    if results_at:
+        for line_no, is_error, exit_code, rejected in con.execute(
+                "SELECT line_no, is_error, exit_code, rejected FROM tool_results WHERE session_id = $id "
+                "AND line_no BETWEEN $lo AND $hi AND list_contains($at, line_no) ORDER BY line_no",
+                {"id": session_id, "lo": lo, "hi": hi, "at": results_at}).fetchall():
+            statuses.setdefault(line_no, []).append(_status(is_error, exit_code, rejected))
+    prompts = _prompts(con, session_id, fmt, parent, users_at)
+    day: str | None = None
+    subagents: dict[str, str] = {}
+    for line_no, rec, entries in rows:
+        at = rec.get("timestamp") if isinstance(rec, dict) and isinstance(rec.get("timestamp"), str) else None
+        today = _day(at)
+        if today and today != day:
+            conv.items.append(Item(line_no, at, "marker", "new day" if day else "day", f"{today} (UTC)"))
+        day = today or day
+        while children and at and children[0][0] and children[0][0] <= at:
+            c_at, c_id, c_lines = children.pop(0)
+            conv.items.append(Item(line_no, c_at, "marker", "subagent starts",
+                                   f"{c_id} ({c_lines} lines): pipeline show {c_id}", session_link=c_id))
+        marker = _compaction(rec, fmt)
+        if marker:
+            conv.items.append(Item(line_no, at, "marker", "compaction", marker))
+            continue
+        if fmt == CLAUDE:
+            subagents.update(_subagent(rec))
+        results = iter(statuses.get(line_no, []))
+        shown = [e for e in entries if not e.echo] if has_items else entries
+        for e in shown:
+            if not e.text.strip() and e.kind != "tool result":
                 continue
-            if fmt == CLAUDE:
-                subagents.update(_subagent(rec))
-            results = iter(statuses.get(line_no, []))
-            entries = readable(text, fmt)
-            shown = [e for e in entries if not e.echo] if has_items else entries
-            for e in shown:
-                if not e.text.strip() and e.kind != "tool result":
-                    continue
-                label, kind = e.label, e.kind
-                if e.kind == "message":
-                    kind = label if label in ("user", "assistant") else "other"
-                    if isinstance(rec, dict) and rec.get("isCompactSummary"):
-                        kind, label = "other", "compaction summary"
-                    elif kind == "user" and prompts.get(line_no) is False:
-                        kind, label = "other", "user (harness)"
-                if e.kind == "tool call" and label.removeprefix("tool call ") in SUBAGENT_TOOLS:
-                    desc = next(iter(subagents.values()), "") if subagents else ""
-                    label = f"subagent {desc}".strip() if desc else label
-                    subagents.clear()
-                status = next(results, "") if e.kind == "tool result" else ""
-                if e.kind == "tool result":
-                    label = "tool result"
-                conv.items.append(Item(line_no, at, kind, label, e.text, status))
+            label, kind = e.label, e.kind
+            if e.kind == "message":
+                kind = label if label in ("user", "assistant") else "other"
+                if isinstance(rec, dict) and rec.get("isCompactSummary"):
+                    kind, label = "other", "compaction summary"
+                elif kind == "user" and prompts.get(line_no) is False:
+                    kind, label = "other", "user (harness)"
+            if e.kind == "tool call" and label.removeprefix("tool call ") in SUBAGENT_TOOLS:
+                desc = next(iter(subagents.values()), "") if subagents else ""
+                label = f"subagent {desc}".strip() if desc else label
+                subagents.clear()
+            status = next(results, "") if e.kind == "tool result" else ""
+            if e.kind == "tool result":
+                label = "tool result"
+            conv.items.append(Item(line_no, at, kind, label, e.text, status))
     for c_at, c_id, c_lines in children if conv.end == conv.line_count else []:
         conv.items.append(Item(conv.end, c_at, "marker", "subagent starts",
                                f"{c_id} ({c_lines} lines): pipeline show {c_id}", session_link=c_id))

@@ -105,7 +105,13 @@ def _decode_to(text: str, end: int, hi: int) -> str | None:
     return None
 
 
+# Text with no quote, backslash or control character: as the content of a JSON string it decodes to itself.
+_PLAIN = re.compile(r'[^"\\\x00-\x1f]*')
+
+
 def _decode(raw: str) -> str | None:
+    if _PLAIN.fullmatch(raw):
+        return raw  # what json.loads would return, without its cost (three calls per hit shown)
     try:
         value = json.loads(f'"{raw}"')
     except ValueError:

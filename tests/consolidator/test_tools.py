@@ -68,6 +68,14 @@ def test_search_non_overlapping_and_columns_in_characters(session) -> None:
     assert [h["column"] for h in r["hits"]] == [line.find("日本語") + 1, line.rfind("日本語") + 1]
 
 
+def test_search_reads_the_session_in_batches_and_lists_hits_in_line_order(session, monkeypatch) -> None:
+    con, f = session
+    monkeypatch.setattr(tools, "_BATCH_ROWS", 7)
+    r = tools.search_transcript(con, "S1", "filler", max_hits=10_000)
+    assert [h["line"] for h in r["hits"]] == grep_lines(f, "filler") == list(range(len(LINES) + 1, len(LINES) + 301))
+    assert r["total"] == 300 and r["truncated"] is False
+
+
 def test_search_truncates_listing_but_total_stays_exact(session) -> None:
     con, _ = session
     r = tools.search_transcript(con, "S1", "filler")

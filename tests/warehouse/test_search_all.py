@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pipeline.errors import UsageError
 from pipeline.warehouse import db, ingest
-from pipeline.warehouse.search_all import SearchFilter, line_role, search_all, snippet
+from pipeline.warehouse.search_all import SearchFilter, _decode, line_role, search_all, snippet
 from tests.helpers import write_jsonl
 
 
@@ -150,3 +150,13 @@ def test_redact_masks_a_secret_near_a_hit_and_leaves_the_rest_decoded(warehouse,
     assert key in raw[0]["before"] and key not in json.dumps(masked)
     assert "[REDACTED:stripe-key]" in masked[0]["before"]
     assert masked[1] == raw[1] and masked[1]["before"].endswith("here:\nit ")  # no secret near: decoded as usual
+
+
+@settings(max_examples=500, deadline=None)
+@given(raw=st.text(st.one_of(st.sampled_from(list('ab"\\/nu0\t\n\x01 ')), st.characters())))
+def test_decoding_a_piece_of_a_json_string_agrees_with_json_loads(raw: str) -> None:
+    try:
+        expected = json.loads(f'"{raw}"')
+    except ValueError:
+        expected = None
+    assert _decode(raw) == (expected if isinstance(expected, str) else None)
