@@ -28,8 +28,9 @@ LEDGER = sorted(s["sessionId"] for s in EXPECTED["sessions"] if s["slug"] == "-h
 
 
 def nightly(tmp: Path, *extra: str, crash_at: str | None = None, report: bool = False,
-            timeout: float = 180) -> subprocess.CompletedProcess:
+            timeout: float = 180, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PIPELINE_CRASH_AT", "OPENAI_API_KEY")}
+    env.update(env_extra or {})
     if crash_at:
         env["PIPELINE_CRASH_AT"] = crash_at
     cmd = [sys.executable, "-m", "pipeline", "nightly", "--source", str(SAMPLES), "--engine", "rules", "--json",
