@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import duckdb
 import pytest
 
 from pipeline.warehouse import db
-from tests.helpers import SAMPLES, copy_samples
+from tests.helpers import REPO, SAMPLES, built_once, copy_samples
 
 # Tests never talk to a real model endpoint, whatever the developer's shell has configured.
 for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PIPELINE_DB", "PIPELINE_CORPUS", "PIPELINE_RUNS", "PIPELINE_MODEL"):
@@ -44,6 +48,25 @@ def samples_warehouse(tmp_path_factory) -> Path:
 @pytest.fixture
 def samples_copy(samples_warehouse: Path, tmp_path: Path) -> Path:
     return copy_samples(samples_warehouse, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def samples_night(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The samples' whole night (`pipeline nightly`, rules engine, report included), run once for the
+    whole test run, all xdist workers: {"result": its --json summary, "dir": the folder holding its
+    w.duckdb, corpus and runs}. Tests only read it; one that runs another night copies the folder."""
+
+    def build(folder: Path) -> dict[str, Any]:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PIPELINE_CRASH_AT", "OPENAI_API_KEY", "PIPELINE_CUTOVER", "PIPELINE_CUTOVER_VERSION")}
+        out = subprocess.run([sys.executable, "-m", "pipeline", "nightly", "--source", str(SAMPLES), "--engine", "rules",
+                              "--json", "--db", str(folder / "w.duckdb"), "--corpus", str(folder / "corpus"),
+                              "--runs", str(folder / "runs")], cwd=REPO, env=env, capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return {"result": json.loads(out.stdout), "dir": str(folder)}
+
+    return built_once(tmp_path_factory, "samples-night", build)
 
 
 @pytest.fixture(scope="module")

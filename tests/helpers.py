@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,26 @@ def copy_samples(samples_warehouse: Path, folder: Path) -> Path:
     path = folder / "w.duckdb"
     shutil.copyfile(samples_warehouse, path)
     return path
+
+
+def built_once(tmp_path_factory: Any, name: str, build: Callable[[Path], Any]) -> Any:
+    """What `build(folder)` returns (JSON), built once for the whole test run: pytest-xdist's workers
+    share one folder under their common base temp folder, and the first to take its lock builds it.
+    For what is expensive and then only read (a whole night); a test that writes copies it first."""
+    import fcntl
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, done = root / name, root / f"{name}.json"
+    with (root / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a build that failed half-way
+            folder.mkdir()
+            value = build(folder)
+            done.write_text(json.dumps(value), encoding="utf-8")
+        return json.loads(done.read_text(encoding="utf-8"))
 
 
 def execute_notebook(*args: object, **kwargs: object) -> object:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import importlib
+import math
 import os
 import signal
 import subprocess
@@ -44,6 +45,10 @@ DEFAULT_RUNNER = "pipeline.nightly.executors:run_notebook"
 # How long past its own time limit a batch on a Dask worker may stay silent before the driver gives
 # up on it (the worker enforces the limit itself; this catches a worker that stopped answering).
 NO_ANSWER_GRACE = 30.0
+# How long the driver keeps trying to reach the Dask scheduler before the night stops with a usage
+# error (`PIPELINE_DASK_CONNECT_TIMEOUT` overrides it: a scheduler still starting needs a while, a
+# mistyped address only wastes it).
+CONNECT_TIMEOUT = 20.0
 RUN_FILE = "run.json"
 START_TOPIC = "pipeline-batch-started"
 EXECUTORS = ("local", "dask")
@@ -320,7 +325,7 @@ class DaskExecutor:
 
     name = "dask"
 
-    def __init__(self, address: str, *, connect_timeout: float = 20.0, grace: float = NO_ANSWER_GRACE):
+    def __init__(self, address: str, *, connect_timeout: float = CONNECT_TIMEOUT, grace: float = NO_ANSWER_GRACE):
         try:
             from distributed import Client
         except ImportError as exc:
@@ -484,6 +489,20 @@ def make_executor(name: str, *, parallel: int, scheduler: str | None,
         if not address:
             raise UsageError("--executor dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786), "
                              "or PIPELINE_DASK_SCHEDULER")
-        return DaskExecutor(address)
+        return DaskExecutor(address, connect_timeout=connect_timeout())
     raise UsageError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
 
+
+
+def connect_timeout() -> float:
+    """Seconds to keep trying to reach the scheduler: `PIPELINE_DASK_CONNECT_TIMEOUT`, else CONNECT_TIMEOUT."""
+    text = os.environ.get("PIPELINE_DASK_CONNECT_TIMEOUT", "").strip()
+    if not text:
+        return CONNECT_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise UsageError(f"PIPELINE_DASK_CONNECT_TIMEOUT={text!r} is not a number of seconds above 0")
+    return seconds

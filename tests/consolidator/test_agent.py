@@ -22,7 +22,6 @@ from pipeline.consolidator.artifact import Budgets, load_artifact
 from pipeline.consolidator.batch import BatchResult, run_batch
 from pipeline.consolidator.context import Event
 from pipeline.consolidator.prompts import system_prompt, tool_schemas
-from pipeline.warehouse import db, ingest
 from tests.fakes.openai_server import (
     Dynamic,
     FakeOpenAI,
@@ -36,7 +35,7 @@ from tests.fakes.openai_server import (
     tool_results,
     tool_turn,
 )
-from tests.helpers import SAMPLES
+from tests.helpers import copy_samples
 
 A1 = "7a6738d0-a8f0-4bb2-bf15-e9ff77de2e75"
 A2 = "94d17458-e734-483d-b466-8395216e13a2"
@@ -50,12 +49,9 @@ PROMISE_A1 = "I'll add a regression test for the date parser after this lands."
 
 
 @pytest.fixture(scope="module")
-def wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("agent") / "w.duckdb"
-    con = db.connect(path)
-    ingest.ingest(con, [SAMPLES])
-    con.close()  # the agent opens its own short read-only connections
-    return path
+def wh(samples_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the samples' warehouse (copying beats ingesting again): one test opens it read-write."""
+    return copy_samples(samples_warehouse, tmp_path_factory.mktemp("agent"))
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.consolidator import pending
 from pipeline.warehouse import db
-from tests.helpers import REPO, SAMPLES, write_jsonl
+from tests.helpers import REPO, SAMPLES, copy_samples, write_jsonl
 
 pytestmark = pytest.mark.slow
 
@@ -73,11 +73,9 @@ def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PIPELINE_CRASH_AT", "OPENAI_API_KEY")}
 
 
-def ingest_samples(tmp: Path) -> Path:
-    wh = tmp / "w.duckdb"
-    subprocess.run([sys.executable, "-m", "pipeline", "ingest", str(SAMPLES), "--db", str(wh)], cwd=REPO, env=env(),
-                   check=True, capture_output=True)
-    return wh
+def ingest_samples(tmp: Path, samples_warehouse: Path) -> Path:
+    """The samples' warehouse in `tmp`: a copy of the one ingested once per test process."""
+    return copy_samples(samples_warehouse, tmp)
 
 
 def every_session_watermarked(wh: Path) -> None:
@@ -87,8 +85,8 @@ def every_session_watermarked(wh: Path) -> None:
     assert marked == set(WITH_LINES)
 
 
-def test_a_night_while_a_reader_holds_the_warehouse_open(tmp_path: Path) -> None:
-    wh = ingest_samples(tmp_path)
+def test_a_night_while_a_reader_holds_the_warehouse_open(tmp_path: Path, samples_warehouse: Path) -> None:
+    wh = ingest_samples(tmp_path, samples_warehouse)
     reader = subprocess.Popen([sys.executable, "-c", READER, str(wh)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)
     try:
@@ -108,8 +106,8 @@ def test_a_night_while_a_reader_holds_the_warehouse_open(tmp_path: Path) -> None
     every_session_watermarked(wh)  # a new connection sees the night
 
 
-def test_readers_in_a_loop_during_a_night_never_fail(tmp_path: Path) -> None:
-    wh = ingest_samples(tmp_path)
+def test_readers_in_a_loop_during_a_night_never_fail(tmp_path: Path, samples_warehouse: Path) -> None:
+    wh = ingest_samples(tmp_path, samples_warehouse)
     stop = tmp_path / "stop"
     loop = subprocess.Popen([sys.executable, "-c", LOOP, str(wh), str(stop), WITH_LINES[0]], cwd=REPO, env=env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -124,8 +122,8 @@ def test_readers_in_a_loop_during_a_night_never_fail(tmp_path: Path) -> None:
     every_session_watermarked(wh)
 
 
-def test_an_ingest_during_the_night_runs_while_the_batches_do(tmp_path: Path) -> None:
-    wh = ingest_samples(tmp_path)
+def test_an_ingest_during_the_night_runs_while_the_batches_do(tmp_path: Path, samples_warehouse: Path) -> None:
+    wh = ingest_samples(tmp_path, samples_warehouse)
     extra = write_jsonl(tmp_path / "later" / "late-session.jsonl", [
         {"type": "user", "sessionId": "late-session", "timestamp": "2026-10-01T10:00:00.000Z",
          "message": {"role": "user", "content": "written while the night ran"}}])
@@ -149,8 +147,8 @@ def test_an_ingest_during_the_night_runs_while_the_batches_do(tmp_path: Path) ->
         assert con.execute("SELECT count(*) FROM sessions").fetchall() == [(len(EXPECTED["sessions"]) + 1,)]
 
 
-def test_a_night_that_cannot_get_the_write_lock_stops_naming_the_holder(tmp_path: Path) -> None:
-    wh = ingest_samples(tmp_path)
+def test_a_night_that_cannot_get_the_write_lock_stops_naming_the_holder(tmp_path: Path, samples_warehouse: Path) -> None:
+    wh = ingest_samples(tmp_path, samples_warehouse)
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(wh)], cwd=REPO, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:

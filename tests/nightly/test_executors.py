@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from pipeline.consolidator import pending
+from pipeline.errors import UsageError
 from pipeline.nightly import driver as night
 from pipeline.nightly import executors
 from pipeline.nightly.executors import BatchJob, BatchRun, DaskExecutor, run_notebook
@@ -66,11 +67,14 @@ class Cluster:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
                 proc.terminate()
+        # A clean shutdown takes well under a second; a worker whose task was cancelled under it
+        # (the worker that stops answering) can hang on SIGTERM, and nothing here needs it to finish.
         for proc in [*self.workers.values(), self.scheduler]:
             try:
-                proc.wait(timeout=20)
+                proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()
 
 
 @pytest.fixture
@@ -215,9 +219,25 @@ def test_a_worker_that_stops_answering_fails_its_batch_after_the_time_limit(tmp_
 def test_dask_without_a_scheduler_is_a_usage_error(tmp_path: Path) -> None:
     out = nightly(tmp_path, "--executor", "dask", timeout=120)
     assert out.returncode == 2 and "--scheduler" in out.stderr
-    out = nightly(tmp_path, "--executor", "dask", "--scheduler", "tcp://127.0.0.1:9", timeout=120)
+    # Nothing listens on port 9: waiting the default 20 s for it would only make the test slower.
+    out = nightly(tmp_path, "--executor", "dask", "--scheduler", "tcp://127.0.0.1:9", timeout=120,
+                  env_extra={"PIPELINE_DASK_CONNECT_TIMEOUT": "2"})
     assert out.returncode == 2 and "no Dask scheduler answered" in out.stderr
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-3", "nan", "inf"])
+def test_a_connect_timeout_that_is_not_seconds_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("PIPELINE_DASK_CONNECT_TIMEOUT", value)
+    with pytest.raises(UsageError, match="PIPELINE_DASK_CONNECT_TIMEOUT"):
+        executors.make_executor("dask", parallel=1, scheduler="tcp://127.0.0.1:9")
+
+
+def test_the_connect_timeout_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PIPELINE_DASK_CONNECT_TIMEOUT", raising=False)
+    assert executors.connect_timeout() == executors.CONNECT_TIMEOUT == 20.0
+    monkeypatch.setenv("PIPELINE_DASK_CONNECT_TIMEOUT", " 2.5 ")
+    assert executors.connect_timeout() == 2.5
 
 
 def test_with_no_worker_at_all_the_batches_fail_after_the_grace_period(tmp_path: Path, cluster: Cluster) -> None:

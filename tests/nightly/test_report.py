@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,6 @@ import pytest
 from pipeline.corpus import tasks as tasks_mod
 from pipeline.corpus.git_corpus import Corpus
 from pipeline.secrets.redact import redacted
-from tests.helpers import REPO, SAMPLES
 
 pytestmark = pytest.mark.slow
 
@@ -79,17 +77,12 @@ def browse(page: Path, *args: str, width: int = 1280, height: int = 2000) -> sub
 
 
 @pytest.fixture(scope="module")
-def night(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The samples' night with the rules engine, report included."""
-    tmp = tmp_path_factory.mktemp("night")
-    env = {k: v for k, v in os.environ.items() if k not in ("PIPELINE_CRASH_AT", "OPENAI_API_KEY", "PIPELINE_CUTOVER")}
-    out = subprocess.run([sys.executable, "-m", "pipeline", "nightly", "--source", str(SAMPLES), "--engine", "rules",
-                          "--json", "--db", str(tmp / "w.duckdb"), "--corpus", str(tmp / "corpus"),
-                          "--runs", str(tmp / "runs")], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout)
+def night(samples_night: dict[str, Any]) -> dict[str, Any]:
+    """The samples' night with the rules engine, report included (run once for all the tests)."""
+    result = samples_night["result"]
     report = Path(result["report"])
-    return {"result": result, "report": report, "html": report.read_text(encoding="utf-8"), "dir": tmp}
+    return {"result": result, "report": report, "html": report.read_text(encoding="utf-8"),
+            "dir": Path(samples_night["dir"])}
 
 
 def marked(page: str) -> list[str]:

@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.warehouse import db
 from tests.fakes.openai_server import Dynamic, FakeOpenAI, Turn, call, text_turn, tool_results, tool_turn
-from tests.helpers import REPO, planted_samples
+from tests.helpers import REPO, built_once, planted_samples
 
 pytestmark = pytest.mark.slow
 
@@ -120,10 +120,14 @@ def test_the_checker_sees_a_secret_in_any_form() -> None:
 
 @pytest.fixture(scope="module")
 def rules_night(tmp_path_factory) -> tuple[Path, dict[str, str], dict[str, Any]]:
-    tmp = tmp_path_factory.mktemp("rules-night")
-    planted = planted_samples(tmp / "samples")
-    summary = run_night(tmp, tmp / "samples", "--engine", "rules")
-    return tmp, planted, summary
+    """Run once for the whole test run (all xdist workers); the tests only read it."""
+
+    def build(tmp: Path) -> dict[str, Any]:
+        planted = planted_samples(tmp / "samples")
+        return {"dir": str(tmp), "planted": planted, "summary": run_night(tmp, tmp / "samples", "--engine", "rules")}
+
+    night = built_once(tmp_path_factory, "secrets-rules-night", build)
+    return Path(night["dir"]), night["planted"], night["summary"]
 
 
 def test_planted_secrets_are_of_many_kinds_and_all_detected(rules_night) -> None:
@@ -230,13 +234,19 @@ def scripted_model(body: dict[str, Any]) -> Turn:
 
 @pytest.fixture(scope="module")
 def openai_night(tmp_path_factory) -> tuple[Path, dict[str, str], dict[str, Any], list[dict[str, Any]]]:
-    tmp = tmp_path_factory.mktemp("openai-night")
-    planted = planted_samples(tmp / "samples")
-    with FakeOpenAI([Dynamic(scripted_model) for _ in range(40)]) as fake:
-        summary = run_night(tmp, tmp / "samples", "--engine", "openai", "--model", "fake-model",
-                            "--base-url", fake.base_url)
-        requests = list(fake.requests)
-    return tmp, planted, summary, requests
+    """Run once for the whole test run (all xdist workers), with the fake server in the process that
+    builds it; the tests only read it (the request bodies are JSON, as the server parsed them)."""
+
+    def build(tmp: Path) -> dict[str, Any]:
+        planted = planted_samples(tmp / "samples")
+        with FakeOpenAI([Dynamic(scripted_model) for _ in range(40)]) as fake:
+            summary = run_night(tmp, tmp / "samples", "--engine", "openai", "--model", "fake-model",
+                                "--base-url", fake.base_url)
+            requests = list(fake.requests)
+        return {"dir": str(tmp), "planted": planted, "summary": summary, "requests": requests}
+
+    night = built_once(tmp_path_factory, "secrets-openai-night", build)
+    return Path(night["dir"]), night["planted"], night["summary"], night["requests"]
 
 
 def test_an_openai_night_sends_no_secret_to_the_model_and_leaks_nothing(openai_night) -> None:
