@@ -41,7 +41,7 @@ from pipeline.consolidator.engine import resolve_engine
 from pipeline.corpus import apply as apply_mod
 from pipeline.errors import ReportError, UsageError
 from pipeline.faults import crash_point
-from pipeline.nightly import executors, planner
+from pipeline.nightly import executors, papermill_server, planner
 from pipeline.nightly.executors import BatchJob, Executor
 from pipeline.nightly.kernels import Parameter, notebook_failure, papermill_command, run_papermill
 from pipeline.nightly.lock import nightly_lock
@@ -173,7 +173,9 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
     result = NightResult(run_id, day, engine, why, run_dir)
     say(f"nightly {run_id}: {why}")
     # A Dask scheduler that does not answer stops the night before anything is ingested or planned.
-    with _remote_executor(opts, say) as remote, nightly_lock(db, run_id) as lock:
+    # One warm papermill for every notebook of the night; it starts importing while the night ingests.
+    with papermill_server.serving({"PIPELINE_RUN_ID": run_id}), _remote_executor(opts, say) as remote, \
+            nightly_lock(db, run_id) as lock:
         if lock.previous and lock.previous.get("runId"):
             say(f"taking over from interrupted run {lock.previous['runId']} (pid {lock.previous.get('pid')} is gone)")
         recorded = False

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from pipeline import config
 from pipeline.errors import UsageError
+from pipeline.nightly import papermill_server
 from pipeline.nightly.kernels import KERNEL_START_RETRIES, log_says_kernel_did_not_start, papermill_command
 
 CONSOLIDATE_NOTEBOOK = config.NOTEBOOKS / "consolidate.ipynb"
@@ -134,22 +135,22 @@ def run_notebook(job: BatchJob, out_dir: Path, on_start: Callable[[int], None] |
     notes: list[str] = []
     log_path = out_dir / "papermill.log"
     for attempt in range(KERNEL_START_RETRIES + 1):
-        with log_path.open("w", encoding="utf-8") as log:
-            proc = subprocess.Popen(notebook_command(job, out_dir, notebook), cwd=config.REPO, env=env, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-            if on_start is not None:
-                on_start(proc.pid)
-            reason = None
-            try:
-                code = proc.wait(timeout=max(0.0, job.timeout - (time.monotonic() - t0)))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                code = proc.wait()
-                reason = f"timed out after {job.timeout:.0f} s"
-            except BaseException:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                raise
+        # Forked by the night's papermill server when one runs, else a process of its own.
+        proc = papermill_server.spawn(notebook_command(job, out_dir, notebook), cwd=config.REPO, env=env,
+                                      stdout=log_path)
+        if on_start is not None:
+            on_start(proc.pid)
+        reason = None
+        try:
+            code = proc.wait(timeout=max(0.0, job.timeout - (time.monotonic() - t0)))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            code = proc.wait()
+            reason = f"timed out after {job.timeout:.0f} s"
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
         done = (out_dir / RUN_FILE).exists()
         if (code != 0 and reason is None and not done and attempt < KERNEL_START_RETRIES
                 and log_says_kernel_did_not_start(log_path)):

@@ -19,9 +19,13 @@ command again is safe; any other failure is returned as it is.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -91,10 +95,29 @@ def log_says_kernel_did_not_start(log: Path) -> bool:
 
 
 def run_papermill(cmd: list[str], *, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run a papermill command line to the end; again (at most KERNEL_START_RETRIES times) when its
-    kernel did not start."""
+    """Run a papermill (or nbconvert) command line to the end, its output captured; again (at most
+    KERNEL_START_RETRIES times) when its kernel did not start."""
     for attempt in range(KERNEL_START_RETRIES + 1):
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+        proc = _run_captured(cmd, cwd)
         if proc.returncode == 0 or attempt == KERNEL_START_RETRIES or not kernel_did_not_start(proc.stderr + proc.stdout):
             return proc
     return proc
+
+
+def _run_captured(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    from pipeline.nightly import papermill_server
+
+    if papermill_server.active() is None:
+        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory(prefix="pipeline-notebook-") as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        child = papermill_server.spawn(cmd, cwd=cwd, env=dict(os.environ), stdout=out, stderr=err)
+        try:
+            code = child.wait()
+        except BaseException:  # Ctrl-C: its own session would not get the terminal's signal
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            raise
+        text = [p.read_text(encoding="utf-8", errors="replace") if p.exists() else "" for p in (out, err)]
+    return subprocess.CompletedProcess(cmd, code, text[0], text[1])

@@ -1,0 +1,135 @@
+"""The night's warm papermill: a child it forks must be what `Popen(..., start_new_session=True)` gave."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from pipeline.nightly import lock, papermill_server
+from pipeline.nightly.kernels import papermill_command, run_papermill
+
+RUN_ID = "20261201T000000Z-abcdef"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[papermill_server.PapermillServer]:
+    with papermill_server.serving({"PIPELINE_RUN_ID": RUN_ID}) as srv:
+        assert srv is not None
+        yield srv
+
+
+def _notebook(path: Path) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell('out = "unset"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "import os, pathlib\n"
+            "pathlib.Path(out).write_text(f\"{os.getcwd()}|{os.environ.get('PROBE')}|{type(n).__name__}\")"
+        ),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+def test_the_server_is_single_threaded_and_ready(server: papermill_server.PapermillServer) -> None:
+    child = server.spawn([sys.executable, "-c", "pass"], cwd=Path.cwd(), env=dict(os.environ), stdout=None)
+    assert server.usable, server.why_not
+    assert child is not None and child.wait(timeout=30) == 0
+
+
+def test_a_papermill_run_gets_its_parameters_folder_and_environment(
+        server: papermill_server.PapermillServer, tmp_path: Path) -> None:
+    nb = _notebook(tmp_path / "probe.ipynb")
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    out = tmp_path / "out.txt"
+    cmd = papermill_command(nb, tmp_path / "executed.ipynb", {"out": str(out), "n": 3}, cwd=cwd)
+    log = tmp_path / "papermill.log"
+    child = papermill_server.spawn(cmd, cwd=cwd, env={**os.environ, "PROBE": "seen"}, stdout=log)
+    assert isinstance(child, papermill_server.Forked)
+    assert child.wait(timeout=120) == 0, log.read_text()
+    # The kernel ran in the folder papermill was given, with the child's environment and typed parameters.
+    assert out.read_text() == f"{cwd}|seen|int"
+    assert "Executing" in log.read_text()  # papermill's own log went to the file
+    assert (tmp_path / "executed.ipynb").exists()
+
+
+def test_a_failing_notebook_exits_non_zero_with_its_error_in_the_output(
+        server: papermill_server.PapermillServer, tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("raise ValueError('broken on purpose')")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "bad.ipynb")
+    proc = run_papermill(papermill_command(tmp_path / "bad.ipynb", tmp_path / "bad.out.ipynb", {}, cwd=tmp_path),
+                         cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "broken on purpose" in proc.stderr + proc.stdout
+
+
+def test_any_other_command_is_executed_with_its_exit_code_and_output(
+        server: papermill_server.PapermillServer, tmp_path: Path) -> None:
+    out, err = tmp_path / "out", tmp_path / "err"
+    child = server.spawn([sys.executable, "-c", "import os, sys; print(os.getcwd()); print('e', file=sys.stderr); sys.exit(3)"],
+                         cwd=tmp_path, env=dict(os.environ), stdout=out, stderr=err)
+    assert child is not None and child.wait(timeout=30) == 3
+    assert out.read_text().strip() == str(tmp_path)
+    assert err.read_text().strip() == "e"
+
+
+def test_a_child_has_its_own_group_a_time_limit_ends_it_and_the_next_night_recognises_it(
+        server: papermill_server.PapermillServer, tmp_path: Path) -> None:
+    child = server.spawn([sys.executable, "-m", "papermill", "--help"], cwd=tmp_path, env=dict(os.environ),
+                         stdout=tmp_path / "help.txt")
+    assert child is not None and child.wait(timeout=30) == 0
+    assert "Usage" in (tmp_path / "help.txt").read_text()
+
+    sleeper = server.spawn([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path,
+                           env=dict(os.environ), stdout=None)
+    assert sleeper is not None
+    try:
+        assert os.getpgid(sleeper.pid) == sleeper.pid  # a session of its own: killpg ends it and its kernel
+        with pytest.raises(subprocess.TimeoutExpired):
+            sleeper.wait(timeout=0.2)
+    finally:
+        os.killpg(sleeper.pid, signal.SIGKILL)
+    assert sleeper.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_a_forked_batch_is_one_the_next_night_may_end(server: papermill_server.PapermillServer, tmp_path: Path) -> None:
+    # A forked child shows the server's cmdline and environment in /proc: the run id must be there.
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import time; time.sleep(60)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "slow.ipynb")
+    child = server.spawn(papermill_command(tmp_path / "slow.ipynb", tmp_path / "x.ipynb", {}, cwd=tmp_path),
+                         cwd=tmp_path, env=dict(os.environ), stdout=tmp_path / "log")
+    assert child is not None
+    try:
+        assert lock._group_belongs_to(child.pid, RUN_ID)
+        assert not lock._group_belongs_to(child.pid, "20261201T000000Z-other0")
+        assert lock.end_groups([child.pid], RUN_ID) == [child.pid]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+    assert child.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_without_a_server_spawn_starts_a_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIPELINE_PAPERMILL_SERVER", "0")
+    monkeypatch.setattr(papermill_server, "_active", None)  # this module's own server is still running
+    with papermill_server.serving() as srv:
+        assert srv is None
+        proc = papermill_server.spawn([sys.executable, "-c", "print('plain')"], cwd=tmp_path, env=dict(os.environ),
+                                      stdout=tmp_path / "o")
+        assert isinstance(proc, subprocess.Popen)
+        assert proc.wait(timeout=30) == 0
+    assert (tmp_path / "o").read_text().strip() == "plain"
