@@ -173,7 +173,7 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
     result = NightResult(run_id, day, engine, why, run_dir)
     say(f"nightly {run_id}: {why}")
     # A Dask scheduler that does not answer stops the night before anything is ingested or planned.
-    # One warm papermill for every notebook of the night; it starts importing while the night ingests.
+    # One warm papermill for every notebook of the night, started by the first of them.
     with papermill_server.serving({"PIPELINE_RUN_ID": run_id}), _remote_executor(opts, say) as remote, \
             nightly_lock(db, run_id) as lock:
         if lock.previous and lock.previous.get("runId"):

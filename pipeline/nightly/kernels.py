@@ -107,7 +107,7 @@ def run_papermill(cmd: list[str], *, cwd: Path) -> subprocess.CompletedProcess[s
 def _run_captured(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     from pipeline.nightly import papermill_server
 
-    if papermill_server.active() is None:
+    if not papermill_server.serving_now():
         return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     with tempfile.TemporaryDirectory(prefix="pipeline-notebook-") as tmp:
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"

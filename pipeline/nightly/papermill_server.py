@@ -47,7 +47,7 @@ from typing import IO, Any
 
 from pipeline import config
 
-__all__ = ["Forked", "PapermillServer", "active", "serving", "spawn"]
+__all__ = ["Forked", "PapermillServer", "active", "serving", "serving_now", "spawn"]
 
 # Start-up settings that keep the server's imports from starting threads (see the docstring).
 _SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
@@ -165,35 +165,61 @@ class PapermillServer:
         self._reader.join(timeout=5)
 
 
-_active: PapermillServer | None = None
+class _Lazy:
+    """The night's server, started by the first notebook that needs it (a night whose batches run
+    elsewhere, with no report, never pays for its imports)."""
+
+    def __init__(self, env: Mapping[str, str] | None) -> None:
+        self._env = env
+        self._server: PapermillServer | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> PapermillServer:
+        with self._lock:
+            if self._server is None:
+                self._server = PapermillServer(self._env)
+            return self._server
+
+    def close(self) -> None:
+        with self._lock:
+            if self._server is not None:
+                self._server.close()
+
+
+_active: _Lazy | None = None
+
+
+def serving_now() -> bool:
+    return _active is not None
 
 
 def active() -> PapermillServer | None:
-    return _active
+    """The running night's server (started now if it was not yet), or None outside `serving`."""
+    return _active.get() if _active is not None else None
 
 
 @contextlib.contextmanager
-def serving(env: Mapping[str, str] | None = None) -> Iterator[PapermillServer | None]:
-    """A server for the length of the block, used by every `spawn` in this process meanwhile.
-    Set PIPELINE_PAPERMILL_SERVER=0 to start every notebook as a process of its own instead."""
+def serving(env: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Fork the notebooks started in this process during the block from one server (started by the
+    first of them). Set PIPELINE_PAPERMILL_SERVER=0 to start every notebook as a process of its own."""
     global _active
     if os.environ.get("PIPELINE_PAPERMILL_SERVER", "1") == "0" or _active is not None:
-        yield _active
+        yield
         return
-    server = PapermillServer(env)
-    _active = server
+    lazy = _Lazy(env)
+    _active = lazy
     try:
-        yield server
+        yield
     finally:
         _active = None
-        server.close()
+        lazy.close()
 
 
 def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str], stdout: IO[Any] | Path | None,
           stderr: Path | str | None = "stdout") -> subprocess.Popen[bytes] | Forked:
     """Start `argv` in a session of its own: through the night's server when one is running (output to
     the `stdout` file, and `stderr` to it too unless given its own), else as a process."""
-    server = _active
+    server = active()
     if server is not None and (stdout is None or isinstance(stdout, Path)):
         child = server.spawn(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
         if child is not None:

@@ -21,7 +21,8 @@ RUN_ID = "20261201T000000Z-abcdef"
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[papermill_server.PapermillServer]:
-    with papermill_server.serving({"PIPELINE_RUN_ID": RUN_ID}) as srv:
+    with papermill_server.serving({"PIPELINE_RUN_ID": RUN_ID}):
+        srv = papermill_server.active()
         assert srv is not None
         yield srv
 
@@ -126,8 +127,8 @@ def test_a_forked_batch_is_one_the_next_night_may_end(server: papermill_server.P
 def test_without_a_server_spawn_starts_a_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PIPELINE_PAPERMILL_SERVER", "0")
     monkeypatch.setattr(papermill_server, "_active", None)  # this module's own server is still running
-    with papermill_server.serving() as srv:
-        assert srv is None
+    with papermill_server.serving():
+        assert papermill_server.active() is None
         proc = papermill_server.spawn([sys.executable, "-c", "print('plain')"], cwd=tmp_path, env=dict(os.environ),
                                       stdout=tmp_path / "o")
         assert isinstance(proc, subprocess.Popen)
