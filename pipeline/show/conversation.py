@@ -212,9 +212,11 @@ def _has_message_items(con: duckdb.DuckDBPyConnection, session_id: str) -> bool:
     return _execute(con, _MESSAGE_ITEM, [session_id]).fetchone() is not None
 
 
+# The session, and whether any session was started from it: most were not, and `_CHILDREN` costs
+# more than a millisecond even when it finds nothing.
 _META = ("SELECT format, slug, cwd, first_at, last_at, line_count, parent_session_id, "
          "EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session_id = $id) FROM sessions WHERE session_id = $id")
-# Sessions started from one (Claude Code subagents, Codex spawned rollouts), placed at their first line's time.
+# The sessions started from session $id (Claude Code subagents, Codex spawned rollouts), placed at their first line's time.
 # A Claude Code subagent file may open with a copy of the parent's lines (same uuids, the parent's
 # times): it starts at its first line of its own.
 _CHILDREN = """
