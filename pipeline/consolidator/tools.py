@@ -326,7 +326,7 @@ def read_lines(
     for row in found:
         if masker is not None:
             _, line_no, text = row
-            head, cut = _show(text, masker.spans(text), 0, width), len(text) > width
+            head, cut = masker.head(text, width), len(text) > width
         else:
             _, line_no, head, cut = row
         if used + len(head) > MAX_RESULT_CHARS:
