@@ -79,6 +79,15 @@ class LineMasker:
         found = self.spans(line)
         return render(line, found, 0, len(line)) if found else line
 
+    def head(self, line: str, width: int) -> str:
+        """The first `width` characters of `line`, its secrets (found on the whole line) masked: one
+        cut by the edge is masked too. Most lines hold none, and are only cut."""
+        secrets = line_secrets(line)
+        if self.known:
+            secrets = secrets | self.known
+        found = spans(line, secrets) if secrets else []
+        return render(line, found, 0, width) if found else line[:width]
+
     def text(self, value: str | None) -> str | None:
         """A free text shown beside the lines (a cwd, a slug, a claim)."""
         if not value:

@@ -19,11 +19,24 @@ import duckdb
 from pipeline.errors import UsageError
 from pipeline.warehouse import prompt_rules
 from pipeline.warehouse.formats import CLAUDE, CODEX, JSONL
-from pipeline.warehouse.readable import readable
+from pipeline.warehouse.readable import readable_record
 
 __all__ = ["Conversation", "Item", "conversation"]
 
 SUBAGENT_TOOLS = ("Task", "Agent")
+
+# This module's fixed queries, parsed. DuckDB parses a query's text on every execute (about 1 ms
+# for the prompt rules, a fifth of what their query costs); a parsed statement holds no data and no
+# connection (execute copies it), so each text is parsed once per process. Plans are not kept:
+# every execute binds and plans anew on the connection given.
+_PARSED: dict[str, duckdb.Statement] = {}
+
+
+def _execute(con: duckdb.DuckDBPyConnection, sql: str, params: object) -> duckdb.DuckDBPyConnection:
+    statement = _PARSED.get(sql)
+    if statement is None:
+        statement = _PARSED[sql] = con.extract_statements(sql)[0]
+    return con.execute(statement, params)
 
 
 @dataclass
@@ -141,15 +154,22 @@ def _status(is_error: bool | None, exit_code: int | None, rejected: bool | None)
 # the same rules (`prompt_rules`); tests/show/test_prompts.py checks that both agree on every sample
 # session. A Claude Code subagent's copy of its parent's user line (same uuid) is not its prompt.
 _GIVEN = "(SELECT unnest($n) AS line_no, unnest($t) AS text)"
-_CLAUDE_PROMPTS = f"""
-    SELECT line_no, {prompt_rules.claude_prompt("text")} AND NOT coalesce(json_extract_string(text, '$.uuid') IN (
-        SELECT json_extract_string(p.text, '$.uuid') FROM lines p
-        WHERE p.session_id = $parent AND json_valid(p.text) AND json_extract_string(p.text, '$.type') = 'user'), false)
+_CLAUDE_USER = f"""
     FROM {_GIVEN}
     WHERE json_valid(text) AND json_extract_string(text, '$.type') IN ('user', 'assistant')
       AND json_extract_string(text, '$.message.content[0].type') IS DISTINCT FROM 'tool_result'
       AND json_extract_string(text, '$.message.role') = 'user'
 """
+_CLAUDE_PROMPTS = f"""
+    SELECT line_no, {prompt_rules.claude_prompt("text")} AND NOT coalesce(json_extract_string(text, '$.uuid') IN (
+        SELECT json_extract_string(p.text, '$.uuid') FROM lines p
+        WHERE p.session_id = $parent AND json_valid(p.text) AND json_extract_string(p.text, '$.type') = 'user'), false)
+    {_CLAUDE_USER}"""
+# A session with no parent copies no line: the same query without the copy test (which costs a
+# scan of `lines` even when it finds nothing), whose result is then the same.
+_CLAUDE_PROMPTS_NO_PARENT = f"""
+    SELECT line_no, {prompt_rules.claude_prompt("text")}
+    {_CLAUDE_USER}"""
 _CODEX_PROMPTS = f"""
     SELECT line_no, line_no > (
         SELECT coalesce(TRY_CAST(json_extract_string(state, '$.inherited_lines') AS BIGINT), 0) FROM sessions
@@ -170,7 +190,9 @@ def _prompts(con: duckdb.DuckDBPyConnection, session_id: str, fmt: str, parent: 
     if not lines:
         return {}
     params: dict[str, Any] = {"n": [n for n, _ in lines], "t": [t for _, t in lines]}
-    if fmt == CLAUDE:
+    if fmt == CLAUDE and parent is None:
+        sql = _CLAUDE_PROMPTS_NO_PARENT
+    elif fmt == CLAUDE:
         sql, params["parent"] = _CLAUDE_PROMPTS, parent
     elif fmt == CODEX:
         sql, params["id"] = _CODEX_PROMPTS, session_id
@@ -178,41 +200,26 @@ def _prompts(con: duckdb.DuckDBPyConnection, session_id: str, fmt: str, parent: 
         sql = _JSONL_PROMPTS
     else:
         return {}
-    return dict(con.execute(sql, params).fetchall())
+    return dict(_execute(con, sql, params).fetchall())
+
+
+_MESSAGE_ITEM = (f"SELECT 1 FROM lines WHERE session_id = ? AND json_valid(text) "
+                 f"AND json_extract_string({prompt_rules.codex_item('text')}, '$.type') = 'message' LIMIT 1")
 
 
 def _has_message_items(con: duckdb.DuckDBPyConnection, session_id: str) -> bool:
     """Whether a Codex rollout has a row in `messages` (a `message` item), read from its own lines."""
-    return con.execute(
-        f"SELECT 1 FROM lines WHERE session_id = ? AND json_valid(text) "
-        f"AND json_extract_string({prompt_rules.codex_item('text')}, '$.type') = 'message' LIMIT 1",
-        [session_id]).fetchone() is not None
+    return _execute(con, _MESSAGE_ITEM, [session_id]).fetchone() is not None
 
 
-def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | None = None,
-                 end: int | None = None) -> Conversation:
-    """Lines `start`..`end` (1-based, both included; the whole session by default) as a conversation."""
-    meta = con.execute(
-        "SELECT format, slug, cwd, first_at, last_at, line_count, parent_session_id FROM sessions WHERE session_id = ?",
-        [session_id]).fetchone()
-    if meta is None:
-        raise UsageError(f"unknown session {session_id!r}; `pipeline sessions` lists the ids in this warehouse")
-    fmt, slug, cwd, first_at, last_at, line_count, parent = meta
-    lo = 1 if start is None else start
-    hi = int(line_count) if end is None else end
-    if end is None and start is None and not line_count:  # a file with no complete line yet
-        return Conversation(session_id, slug, fmt, cwd, _iso(first_at), _iso(last_at), 0, 1, 0, parent)
-    if lo < 1 or hi < lo:
-        raise UsageError(f"bad range {lo}..{hi}: lines are numbered from 1 and TO must be ≥ FROM")
-    if line_count and lo > line_count:
-        raise UsageError(f"session {session_id} has {line_count} lines; FROM {lo} is past its end")
-    conv = Conversation(session_id, slug, fmt, cwd, _iso(first_at), _iso(last_at), int(line_count), lo,
-                        min(hi, int(line_count)), parent)
-    # Sessions started from this one (Claude Code subagents, Codex spawned rollouts), placed at their first line's time.
-    # A Claude Code subagent file may open with a copy of the parent's lines (same uuids, the parent's
-    # times): it starts at its first line of its own.
-    children = [(_iso(a), sid, n) for sid, n, a in con.execute(
-        """
+# The session, and whether any session was started from it: most were not, and `_CHILDREN` costs
+# more than a millisecond even when it finds nothing.
+_META = ("SELECT format, slug, cwd, first_at, last_at, line_count, parent_session_id, "
+         "EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session_id = $id) FROM sessions WHERE session_id = $id")
+# The sessions started from session $id (Claude Code subagents, Codex spawned rollouts), placed at their first line's time.
+# A Claude Code subagent file may open with a copy of the parent's lines (same uuids, the parent's
+# times): it starts at its first line of its own.
+_CHILDREN = """
         WITH own AS (
             SELECT c.session_id, c.line_count, CASE WHEN json_valid(k.text) THEN k.text END AS rec
             FROM sessions c JOIN lines k ON k.session_id = c.session_id WHERE c.parent_session_id = $id
@@ -224,38 +231,61 @@ def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | N
         FROM own WHERE rec IS NOT NULL
           AND (json_extract_string(rec, '$.uuid') IS NULL OR json_extract_string(rec, '$.uuid') NOT IN (SELECT uuid FROM parent))
         GROUP BY ALL ORDER BY started NULLS LAST, session_id
-        """, {"id": session_id}).fetchall()]
+        """
+_LINES = "SELECT line_no, text FROM lines WHERE session_id = ? AND line_no BETWEEN ? AND ? ORDER BY line_no"
+_STATUSES = ("SELECT line_no, is_error, exit_code, rejected FROM tool_results WHERE session_id = $id "
+             "AND line_no BETWEEN $lo AND $hi AND list_contains($at, line_no) ORDER BY line_no")
+
+
+def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | None = None,
+                 end: int | None = None) -> Conversation:
+    """Lines `start`..`end` (1-based, both included; the whole session by default) as a conversation."""
+    meta = _execute(con, _META, {"id": session_id}).fetchone()
+    if meta is None:
+        raise UsageError(f"unknown session {session_id!r}; `pipeline sessions` lists the ids in this warehouse")
+    fmt, slug, cwd, first_at, last_at, line_count, parent, has_children = meta
+    lo = 1 if start is None else start
+    hi = int(line_count) if end is None else end
+    if end is None and start is None and not line_count:  # a file with no complete line yet
+        return Conversation(session_id, slug, fmt, cwd, _iso(first_at), _iso(last_at), 0, 1, 0, parent)
+    if lo < 1 or hi < lo:
+        raise UsageError(f"bad range {lo}..{hi}: lines are numbered from 1 and TO must be ≥ FROM")
+    if line_count and lo > line_count:
+        raise UsageError(f"session {session_id} has {line_count} lines; FROM {lo} is past its end")
+    conv = Conversation(session_id, slug, fmt, cwd, _iso(first_at), _iso(last_at), int(line_count), lo,
+                        min(hi, int(line_count)), parent)
+    # Sessions started from this one (`_CHILDREN`), asked for only when there are some.
+    children = [(_iso(a), sid, n) for sid, n, a in _execute(con, _CHILDREN, {"id": session_id}).fetchall()
+                ] if has_children else []
     # Codex writes each message twice, as an item and as an event: the events are shown only in a
     # rollout that has no message items.
     has_items = fmt != CODEX or _has_message_items(con, session_id)
     # The lines are read first, so that the analyst views are asked only about the lines that need
     # them: the statuses of the lines holding a tool result, and (what the harness wrote in the
     # user's name is no prompt: shown folded) the prompts of the lines holding a user message.
-    rows: list[tuple[int, Any, list[Any]]] = []
+    rows: list[tuple[int, Any, str | None, list[Any]]] = []
     results_at: list[int] = []
     users_at: list[tuple[int, str]] = []
-    cur = con.execute("SELECT line_no, text FROM lines WHERE session_id = ? AND line_no BETWEEN ? AND ? ORDER BY line_no",
-                      [session_id, lo, hi])
+    cur = _execute(con, _LINES, [session_id, lo, hi])
     while batch := cur.fetchmany(1024):
         for line_no, text in batch:
-            rec = _parse(text)
-            entries = [] if _compaction(rec, fmt) else readable(text, fmt)
-            rows.append((line_no, rec, entries))
+            rec = _parse(text)  # once: the readable entries, the markers and the timestamp all use it
+            marker = _compaction(rec, fmt)
+            entries = [] if marker else readable_record(rec, text, fmt)
+            rows.append((line_no, rec, marker, entries))
             if any(e.kind == "tool result" for e in entries):
                 results_at.append(line_no)
             if any(e.kind == "message" and e.label == "user" for e in entries):
                 users_at.append((line_no, text))
     statuses: dict[int, list[str]] = {}
     if results_at:
-        for line_no, is_error, exit_code, rejected in con.execute(
-                "SELECT line_no, is_error, exit_code, rejected FROM tool_results WHERE session_id = $id "
-                "AND line_no BETWEEN $lo AND $hi AND list_contains($at, line_no) ORDER BY line_no",
-                {"id": session_id, "lo": lo, "hi": hi, "at": results_at}).fetchall():
+        for line_no, is_error, exit_code, rejected in _execute(
+                con, _STATUSES, {"id": session_id, "lo": lo, "hi": hi, "at": results_at}).fetchall():
             statuses.setdefault(line_no, []).append(_status(is_error, exit_code, rejected))
     prompts = _prompts(con, session_id, fmt, parent, users_at)
     day: str | None = None
     subagents: dict[str, str] = {}
-    for line_no, rec, entries in rows:
+    for line_no, rec, marker, entries in rows:
         at = rec.get("timestamp") if isinstance(rec, dict) and isinstance(rec.get("timestamp"), str) else None
         today = _day(at)
         if today and today != day:
@@ -265,7 +295,6 @@ def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | N
             c_at, c_id, c_lines = children.pop(0)
             conv.items.append(Item(line_no, c_at, "marker", "subagent starts",
                                    f"{c_id} ({c_lines} lines): pipeline show {c_id}", session_link=c_id))
-        marker = _compaction(rec, fmt)
         if marker:
             conv.items.append(Item(line_no, at, "marker", "compaction", marker))
             continue

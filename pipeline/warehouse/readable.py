@@ -15,7 +15,7 @@ from typing import Any
 
 from pipeline.warehouse.formats import CLAUDE, CODEX
 
-__all__ = ["Entry", "line_time", "readable"]
+__all__ = ["Entry", "line_time", "readable", "readable_record"]
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,12 @@ def _plain(rec: dict[str, Any]) -> list[Entry]:
 def readable(text: str, fmt: str | None) -> list[Entry]:
     """The readable entries of one line of a transcript in format `fmt` (claude-code, codex, jsonl).
     A line that is not JSON is its own text."""
-    rec = _parse(text)
+    return readable_record(_parse(text), text, fmt)
+
+
+def readable_record(rec: Any, text: str, fmt: str | None) -> list[Entry]:
+    """`readable(text, fmt)` for a caller that has parsed the line already: `rec` is
+    `json.loads(text)`, or None when the line is not JSON (parsing is most of the cost)."""
     if not isinstance(rec, dict):
         return [Entry("line", text, "other")] if rec is None and text.strip() else []
     if fmt == CLAUDE:
