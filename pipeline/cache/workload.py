@@ -817,7 +817,9 @@ class _Replayer:
         self.cache = make_cache(self.rules)
         self.builder = RequestBuilder(TOOLS, allow_shell_clock=ALLOW_SHELL_CLOCK)
         self.states: dict[int, _State] = {}
-        self.system_fps: dict[str, str] = {}
+        # The system text is joined from the sections, so equal sections mean an equal text; keying by
+        # the sections hashes the short date text, not the whole ~16 KB system prompt, on every call.
+        self.system_fps: dict[tuple[tuple[str, str], ...], str] = {}
 
     def fork(self, keep: set[int]) -> _Replayer:
         """A copy of this world (cache and the sessions in ``keep``) that can run on differently."""
@@ -851,11 +853,15 @@ class _Replayer:
         prompt = plain.with_breakpoints((system_end, len(plain.keys) - 1))
         result = self.cache.request(prompt, at, script.model)
         cause = _true_cause(state, prompt, result.hit_block, at, mode, self.rules)
-        changed = None if state.request is None else changed_sections(state.request, request)
-        system_text = request["messages"][0]["content"]
-        system_fp = self.system_fps.get(system_text)
+        changed: list[str] | None = None
+        if state.request is not None:
+            # Most calls keep every section; equal sections can have no changed one.
+            same = state.request.sections == request.sections
+            changed = [] if same else changed_sections(state.request, request)
+        system_fp = self.system_fps.get(request.sections)
         if system_fp is None:
-            system_fp = self.system_fps[system_text] = _fp(system_text.encode("utf-8"))
+            system_text = request["messages"][0]["content"]
+            system_fp = self.system_fps[request.sections] = _fp(system_text.encode("utf-8"))
         state.prompt, state.request, state.mode, state.at = prompt, request, mode, at
         state.compacted = call.reset_to is not None
         if call.reset_to is not None:
