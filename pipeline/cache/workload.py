@@ -1,8 +1,9 @@
 """Harness workload simulator: sessions, turns and tool loops replayed through a provider prefix cache.
 
 The simulator plays the harness of seed 001. Every model call is a REAL request built with
-:class:`pipeline.anchoring.request_builder.RequestBuilder`; the cache models of :mod:`pipeline.cache.simulator`
-decide what each request reads and writes. Because the simulator knows why every request missed,
+:class:`pipeline.anchoring.request_builder.RequestBuilder` (its history part kept per session and
+extended by the builder's own steps, see :class:`_History`); the cache models of
+:mod:`pipeline.cache.simulator` decide what each request reads and writes. Because the simulator knows why every request missed,
 each row carries its ``true_cause``, and because it can replay the same workload in the other date
 mode, it knows the true effect of anchoring (``true_effect``).
 
