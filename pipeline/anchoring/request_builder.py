@@ -168,9 +168,14 @@ def to_wire_message(message: Mapping[str, Any]) -> dict[str, Any]:
     return wire
 
 
+# json.dumps with any non-default option builds a new JSONEncoder per call, which costs more than
+# encoding a typical message; an encoder holds only its options, so one instance serves every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+
+
 def serialize(request: Mapping[str, Any]) -> bytes:
     """Canonical bytes of a request body: compact JSON, non-ASCII kept, key order as built, UTF-8."""
-    return json.dumps(request, ensure_ascii=False, separators=(",", ":"), sort_keys=False).encode("utf-8")
+    return _ENCODER.encode(request).encode("utf-8")
 
 
 def section_texts(request: ChatRequest | Mapping[str, str]) -> dict[str, str]:

@@ -212,21 +212,27 @@ class PromptHasher:
     def prompt(self, request: ChatRequest) -> Prompt:
         blocks, labels = self.blocks_of(request)
         old = self._blocks
-        n_old = len(old)
-        if n_old and len(blocks) >= n_old and blocks[:n_old] == old:
+        n_old, n_new = len(old), len(blocks)
+        if n_old and n_new >= n_old and blocks[:n_old] == old:
             keep = n_old  # the usual case, an append: one C-level list comparison, no Python loop
         else:
             keep = 0
-            while keep < min(n_old, len(blocks)) and (old[keep] is blocks[keep] or old[keep] == blocks[keep]):
+            limit = min(n_old, n_new)
+            while keep < limit and (old[keep] is blocks[keep] or old[keep] == blocks[keep]):
                 keep += 1
-        digests, tokens = self._digests[:keep], self._tokens[:keep]
-        keys, ends = self._keys[:keep], self._ends[:keep]
+        old_digests, old_tokens = self._digests, self._tokens
+        if keep == n_old:
+            # Nothing of the old lists is read again: extend them in place (copy() never shares them).
+            digests, tokens, keys, ends = old_digests, old_tokens, self._keys, self._ends
+        else:
+            digests, tokens = old_digests[:keep], old_tokens[:keep]
+            keys, ends = self._keys[:keep], self._ends[:keep]
         key, end = (keys[-1], ends[-1]) if keep else (b"", 0)
-        for i in range(keep, len(blocks)):
+        for i in range(keep, n_new):
             block = blocks[i]
             if i < n_old and (old[i] is block or old[i] == block):
                 # Same block after a change: its digest and size still hold, its prefix key does not.
-                digest, count = self._digests[i], self._tokens[i]
+                digest, count = old_digests[i], old_tokens[i]
             else:
                 digest, count = _measure(block)
             key = _digest(key + digest)
@@ -309,8 +315,10 @@ class AnthropicCache(_BaseCache):
         for bp in prompt.breakpoints:
             candidates.update(range(max(0, bp - self.rules.lookback_blocks), bp + 1))
         hit = -1
+        entries, keys = self._entries, prompt.keys
         for position in sorted(candidates, reverse=True):
-            if self.alive(prompt.keys[position], at):
+            expiry = entries.get(keys[position])  # alive(), inlined: this loop runs ~40 times a request
+            if expiry is not None and expiry >= at:
                 hit = position
                 break
         cached = prompt.ends[hit] if hit >= 0 else 0

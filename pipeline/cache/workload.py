@@ -1,8 +1,9 @@
 """Harness workload simulator: sessions, turns and tool loops replayed through a provider prefix cache.
 
 The simulator plays the harness of seed 001. Every model call is a REAL request built with
-:class:`pipeline.anchoring.request_builder.RequestBuilder`; the cache models of :mod:`pipeline.cache.simulator`
-decide what each request reads and writes. Because the simulator knows why every request missed,
+:class:`pipeline.anchoring.request_builder.RequestBuilder` (its history part kept per session and
+extended by the builder's own steps, see :class:`_History`); the cache models of
+:mod:`pipeline.cache.simulator` decide what each request reads and writes. Because the simulator knows why every request missed,
 each row carries its ``true_cause``, and because it can replay the same workload in the other date
 mode, it knows the true effect of anchoring (``true_effect``).
 
@@ -65,8 +66,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pipeline.anchoring.request_builder import ChatRequest, PromptSections, RequestBuilder, changed_sections
-from pipeline.anchoring.rules import HANDOFF_HEADING, DateMode
+from pipeline.anchoring.request_builder import (
+    ChatRequest,
+    PromptSections,
+    RequestBuilder,
+    changed_sections,
+    derive_compaction_request,
+    to_wire_message,
+)
+from pipeline.anchoring.rules import HANDOFF_HEADING, DateMode, apply_date_change_notices
 from pipeline.anchoring.tokens import estimate_tokens
 from pipeline.cache.simulator import (
     Prompt,
@@ -718,9 +726,66 @@ class _Row:
     prefix_fp: str
 
 
+# The simulated harness may let the model read the shell clock; its builder has no quick commands.
+ALLOW_SHELL_CLOCK = True
+
+
+class _History:
+    """A session's history and its messages as a request carries them, kept in step as it grows.
+
+    ``RequestBuilder.build_request`` runs its message steps over the whole history on every call,
+    which made a replay quadratic in history length. Those steps are a left fold: quick-command
+    expansion (none in this harness) and wire projection look at one message at a time, and date
+    notices carry one running reference date, which is the last ``sender_ymd`` of a user message seen
+    so far (or the starting reference). A history only grows at its end until a compaction replaces
+    it, so the projection of its prefix is kept and only appended messages are projected, by the
+    same public functions, from the reference the prefix left. Requests share the projected dicts;
+    nothing mutates a built request.
+    """
+
+    __slots__ = ("_done", "_key", "_reference", "_wire", "items")
+
+    def __init__(self, items: Sequence[dict[str, Any]] = ()) -> None:
+        self.items: list[dict[str, Any]] = list(items)
+        self._wire: list[dict[str, Any]] = []
+        self._done = 0  # items already projected into _wire
+        self._key: tuple[str, str, str | None] | None = None
+        self._reference: str | None = None
+
+    def copy(self) -> _History:
+        twin = _History(self.items)
+        twin._wire, twin._done, twin._key, twin._reference = list(self._wire), self._done, self._key, self._reference
+        return twin
+
+    def extend(self, messages: Sequence[dict[str, Any]]) -> None:
+        self.items.extend(messages)
+
+    def wire(self, mode: DateMode, base_ymd: str, previous_user_ymd: str | None) -> list[dict[str, Any]]:
+        """The wire messages ``build_request(items, mode=mode, base_ymd=…, previous_user_ymd_before=…)`` sends
+        after its system message. The list is this history's own: copy it, never modify it."""
+        key = (mode, base_ymd, previous_user_ymd)
+        if key != self._key:
+            self._key, self._wire, self._done = key, [], 0
+            self._reference = previous_user_ymd if previous_user_ymd is not None else base_ymd
+        new = self.items[self._done :]
+        if not new:
+            return self._wire
+        if mode == "anchored":
+            projected = apply_date_change_notices(new, base_ymd, self._reference, allow_shell_clock=ALLOW_SHELL_CLOCK)
+            for message in new:
+                ymd = message.get("sender_ymd")
+                if message.get("role") == "user" and ymd:
+                    self._reference = ymd
+        else:
+            projected = new
+        self._wire.extend(to_wire_message(message) for message in projected)
+        self._done = len(self.items)
+        return self._wire
+
+
 @dataclass(slots=True)
 class _State:
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: _History = field(default_factory=_History)
     previous_user_ymd: str | None = None
     hasher: PromptHasher = field(default_factory=PromptHasher)
     prompt: Prompt | None = None
@@ -732,7 +797,7 @@ class _State:
 
     def copy(self) -> _State:
         # Messages and prompts are never mutated once built, so sharing them is safe.
-        return _State(list(self.history), self.previous_user_ymd, self.hasher.copy(), self.prompt,
+        return _State(self.history.copy(), self.previous_user_ymd, self.hasher.copy(), self.prompt,
                       self.request, self.mode, self.at, self.compacted)
 
 
@@ -751,9 +816,11 @@ class _Replayer:
     def __init__(self, cfg: WorkloadConfig) -> None:
         self.rules = cfg.rules
         self.cache = make_cache(self.rules)
-        self.builder = RequestBuilder(TOOLS)
+        self.builder = RequestBuilder(TOOLS, allow_shell_clock=ALLOW_SHELL_CLOCK)
         self.states: dict[int, _State] = {}
-        self.system_fps: dict[str, str] = {}
+        # The system text is joined from the sections, so equal sections mean an equal text; keying by
+        # the sections hashes the short date text, not the whole ~16 KB system prompt, on every call.
+        self.system_fps: dict[tuple[tuple[str, str], ...], str] = {}
 
     def fork(self, keep: set[int]) -> _Replayer:
         """A copy of this world (cache and the sessions in ``keep``) that can run on differently."""
@@ -775,25 +842,31 @@ class _Replayer:
             "base_ymd": script.base_ymd,
             "previous_user_ymd_before": state.previous_user_ymd,
         }
+        # build_request(history) is build_request(()) followed by the history's wire messages; those
+        # come from the session's kept projection instead of a fresh pass over the whole history.
+        request = self.builder.build_request((), call.sections, **kwargs)
+        request["messages"] += state.history.wire(mode, script.base_ymd, state.previous_user_ymd)
         if call.compaction:
-            request = self.builder.build_compaction_request(state.history, call.sections, **kwargs)
-        else:
-            request = self.builder.build_request(state.history, call.sections, **kwargs)
+            request = derive_compaction_request(request)
         plain = state.hasher.prompt(request)
         # The harness's two breakpoints: end of the system prompt, end of the last message.
         system_end = len(TOOLS) + sum(1 for _, text in request.sections if text) - 1
         prompt = plain.with_breakpoints((system_end, len(plain.keys) - 1))
         result = self.cache.request(prompt, at, script.model)
         cause = _true_cause(state, prompt, result.hit_block, at, mode, self.rules)
-        changed = None if state.request is None else changed_sections(state.request, request)
-        system_text = request["messages"][0]["content"]
-        system_fp = self.system_fps.get(system_text)
+        changed: list[str] | None = None
+        if state.request is not None:
+            # Most calls keep every section; equal sections can have no changed one.
+            same = state.request.sections == request.sections
+            changed = [] if same else changed_sections(state.request, request)
+        system_fp = self.system_fps.get(request.sections)
         if system_fp is None:
-            system_fp = self.system_fps[system_text] = _fp(system_text.encode("utf-8"))
+            system_text = request["messages"][0]["content"]
+            system_fp = self.system_fps[request.sections] = _fp(system_text.encode("utf-8"))
         state.prompt, state.request, state.mode, state.at = prompt, request, mode, at
         state.compacted = call.reset_to is not None
         if call.reset_to is not None:
-            state.history = list(call.reset_to)
+            state.history = _History(call.reset_to)
             state.previous_user_ymd = call.previous_user_ymd_after_reset
         return _Row(script.index, k, at, result.prompt_tokens, result.cached_tokens, result.cache_write_tokens,
                     call.completion_tokens, cause, changed, system_fp, prompt.keys[-1].hex()[:16])

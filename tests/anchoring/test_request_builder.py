@@ -222,6 +222,21 @@ def test_serialize_is_canonical_json() -> None:
     assert raw == serialize(json.loads(raw))
 
 
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), _JSON_VALUES, max_size=4))
+def test_serialize_is_the_documented_json_dumps_spelling(body: dict[str, Any]) -> None:
+    """serialize keeps one encoder for speed; its bytes stay exactly json.dumps' with the documented options."""
+    expected = json.dumps(body, ensure_ascii=False, separators=(",", ":"), sort_keys=False).encode("utf-8")
+    assert serialize(body) == expected
+
+
 def test_build_does_not_mutate_history() -> None:
     """seed §2.1 item 3 / §3.4 / §5.5: notices live only in the request copy; history stays as stored."""
     history = [

@@ -10,14 +10,21 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from pipeline.anchoring.request_builder import PromptSections, RequestBuilder, changed_sections
+from pipeline.cache import workload
 from pipeline.cache.simulator import AnthropicCache, PromptHasher, provider_rules
 from pipeline.cache.workload import (
+    ALLOW_SHELL_CLOCK,
     CALLS_SCHEMA,
     DATE_SECTION,
     TRUE_CAUSES,
     WorkloadConfig,
+    WorkloadMix,
+    _History,
     read_summary,
     simulate,
     write_calls,
@@ -294,6 +301,65 @@ def test_bulk_draws_from_the_same_model_as_the_detailed_simulator() -> None:
     assert b["share"] == pytest.approx(d["share"], abs=0.05)
     assert b["prompt"] == pytest.approx(d["prompt"], rel=0.25)
     assert b["ttl"] == pytest.approx(d["ttl"], abs=0.04)
+
+
+# --------------------------------------------------------------------------- incremental requests
+# The replay keeps each session's projected messages instead of rebuilding them from the whole
+# history on every call; these check it against RequestBuilder.build_request on the whole history.
+
+FULL_BUILDER = RequestBuilder(workload.TOOLS, allow_shell_clock=ALLOW_SHELL_CLOCK)
+_DAYS = ["2026-09-01", "2026-09-02", "2026-09-03"]
+_message = st.one_of(
+    st.builds(lambda ymd, text: {"role": "user", "content": text, "sender_ymd": ymd}, st.sampled_from(_DAYS), st.text(max_size=5)),
+    st.builds(lambda text: {"role": "user", "content": [{"type": "text", "text": text}]}, st.text(max_size=5)),
+    st.builds(lambda ymd: {"role": "user", "content": None, "sender_ymd": ymd}, st.sampled_from(_DAYS)),
+    st.just({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{}"}, "summary": "internal"}
+    ]}),
+    st.just({"role": "tool", "tool_call_id": "c1", "content": "ok", "sender_ymd": _DAYS[0]}),
+)
+_key = st.tuples(st.sampled_from(["rolling", "anchored"]), st.sampled_from(_DAYS[:2]), st.none() | st.sampled_from(_DAYS))
+_step = st.one_of(
+    st.tuples(st.just("extend"), st.lists(_message, min_size=1, max_size=3)),
+    st.tuples(st.just("build"), st.none()),
+    st.tuples(st.just("reset"), st.lists(_message, max_size=2)),
+    st.tuples(st.just("rekey"), _key),
+)
+
+
+def _full_wire(items: list[dict[str, Any]], mode: Any, base_ymd: str, previous: str | None) -> list[dict[str, Any]]:
+    request = FULL_BUILDER.build_request(items, mode=mode, today=_DAYS[-1], base_ymd=base_ymd, previous_user_ymd_before=previous)
+    return request["messages"][1:]
+
+
+@settings(max_examples=80, deadline=None)
+@given(_key, st.lists(_step, max_size=16))
+def test_history_projection_equals_a_full_build(key: Any, steps: list[tuple[str, Any]]) -> None:
+    """Appends between builds, compaction resets, date-mode and reference switches."""
+    history = _History()
+    for op, arg in steps:
+        if op == "extend":
+            history.extend(arg)
+        elif op == "reset":
+            history = _History(arg)
+        elif op == "rekey":
+            key = arg
+        else:
+            assert history.wire(*key) == _full_wire(history.items, *key)
+            assert history.copy().wire(*key) == _full_wire(history.items, *key)
+
+
+def test_replay_equals_the_replay_with_full_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small workload with compactions, tool loops, memory updates, the cutover and a replayed
+    shadow world gives the same frame and summary when every request is built from the whole history."""
+    cfg = WorkloadConfig(days=4, scale=0.25, burn_in_days=1,
+                         mix=WorkloadMix(compaction_limit_tokens=10_000, channel_tool_p=0.3, memory_updates_per_day=1.0))
+    fast = simulate(cfg)
+    monkeypatch.setattr(_History, "wire", lambda self, *key: _full_wire(self.items, *key))
+    full = simulate(cfg)
+    assert_frame_equal(fast.frame, full.frame, check_exact=True)
+    assert fast.summary.model_dump(exclude={"elapsed_s"}) == full.summary.model_dump(exclude={"elapsed_s"})
+    assert {"compaction", "date_change", "prefix_change"} <= {c for c, n in fast.summary.causes.items() if n}
 
 
 # --------------------------------------------------------------------------- CLI
