@@ -12,10 +12,11 @@ $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
 	@# uv installs the locked wheels in seconds where pip takes one to two minutes; it is itself pinned in the
-	@# lock, and pip does the work when uv cannot be installed on this platform.
+	@# lock, and pip does the work when uv cannot be installed on this platform. Bytecode is compiled at
+	@# install, as pip does: where PYTHONDONTWRITEBYTECODE is set, every process would compile its imports again.
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check "$$(grep '^uv==' requirements.lock)" 2>/dev/null || true
 	@if $(BIN)/python -m uv --version >/dev/null 2>&1 && { echo "$(BIN)/python -m uv pip install -r requirements.lock"; \
-	    $(BIN)/python -m uv pip install --quiet --native-tls --python $(BIN)/python -r requirements.lock; }; then :; else \
+	    $(BIN)/python -m uv pip install --quiet --native-tls --compile-bytecode --python $(BIN)/python -r requirements.lock; }; then :; else \
 	  echo "$(BIN)/python -m pip install -r requirements.lock"; \
 	  $(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock; \
 	fi
