@@ -32,20 +32,6 @@ MAX_WIDTH = 4000
 MAX_RESULT_CHARS = 60_000
 # Rows per Arrow batch a search reads.
 _BATCH_ROWS = 8192
-# This module's fixed queries, parsed. DuckDB parses a query's text on every execute (a quarter of a
-# millisecond for read_lines' query, a sixth of what it costs); a parsed statement holds no data and
-# no connection (execute copies it), so each text is parsed once per process. Plans are not kept:
-# every execute binds and plans anew on the connection given.
-_PARSED: dict[str, duckdb.Statement] = {}
-
-
-def _execute(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> duckdb.DuckDBPyConnection:
-    statement = _PARSED.get(sql)
-    if statement is None:
-        statement = _PARSED[sql] = con.extract_statements(sql)[0]
-    return con.execute(statement, params)
-
-
 def _check_id(session_id: str, allowed: Collection[str] | None) -> None:
     """Refuses a session id that is not a string, or outside `allowed`."""
     if not isinstance(session_id, str) or not session_id:
@@ -292,14 +278,14 @@ def read_lines(
     upto = min(end, start + MAX_READ_LINES - 1)
     params = {"s": session_id, "a": start, "b": upto}
     if redact:
-        got = _execute(
+        got = db.execute_parsed(
             con,
             "SELECT line_count, NULL, NULL FROM sessions WHERE session_id = $s UNION ALL "
             "SELECT NULL, line_no, text FROM lines WHERE session_id = $s AND line_no BETWEEN $a AND $b",
             params,
         ).fetchall()
     else:
-        got = _execute(
+        got = db.execute_parsed(
             con,
             "SELECT line_count, NULL, NULL, NULL FROM sessions WHERE session_id = $s UNION ALL "
             "SELECT NULL, line_no, substr(text, 1, $w), length(text) > $w FROM lines "

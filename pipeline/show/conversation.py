@@ -17,27 +17,13 @@ from typing import Any
 import duckdb
 
 from pipeline.errors import UsageError
-from pipeline.warehouse import prompt_rules
+from pipeline.warehouse import db, prompt_rules
 from pipeline.warehouse.formats import CLAUDE, CODEX, JSONL
 from pipeline.warehouse.readable import readable_record
 
 __all__ = ["Conversation", "Item", "conversation"]
 
 SUBAGENT_TOOLS = ("Task", "Agent")
-
-# This module's fixed queries, parsed. DuckDB parses a query's text on every execute (about 1 ms
-# for the prompt rules, a fifth of what their query costs); a parsed statement holds no data and no
-# connection (execute copies it), so each text is parsed once per process. Plans are not kept:
-# every execute binds and plans anew on the connection given.
-_PARSED: dict[str, duckdb.Statement] = {}
-
-
-def _execute(con: duckdb.DuckDBPyConnection, sql: str, params: object) -> duckdb.DuckDBPyConnection:
-    statement = _PARSED.get(sql)
-    if statement is None:
-        statement = _PARSED[sql] = con.extract_statements(sql)[0]
-    return con.execute(statement, params)
-
 
 @dataclass
 class Item:
@@ -200,7 +186,7 @@ def _prompts(con: duckdb.DuckDBPyConnection, session_id: str, fmt: str, parent: 
         sql = _JSONL_PROMPTS
     else:
         return {}
-    return dict(_execute(con, sql, params).fetchall())
+    return dict(db.execute_parsed(con, sql, params).fetchall())
 
 
 _MESSAGE_ITEM = (f"SELECT 1 FROM lines WHERE session_id = ? AND json_valid(text) "
@@ -209,7 +195,7 @@ _MESSAGE_ITEM = (f"SELECT 1 FROM lines WHERE session_id = ? AND json_valid(text)
 
 def _has_message_items(con: duckdb.DuckDBPyConnection, session_id: str) -> bool:
     """Whether a Codex rollout has a row in `messages` (a `message` item), read from its own lines."""
-    return _execute(con, _MESSAGE_ITEM, [session_id]).fetchone() is not None
+    return db.execute_parsed(con, _MESSAGE_ITEM, [session_id]).fetchone() is not None
 
 
 # The session, and whether any session was started from it: most were not, and `_CHILDREN` costs
@@ -240,7 +226,7 @@ _STATUSES = ("SELECT line_no, is_error, exit_code, rejected FROM tool_results WH
 def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | None = None,
                  end: int | None = None) -> Conversation:
     """Lines `start`..`end` (1-based, both included; the whole session by default) as a conversation."""
-    meta = _execute(con, _META, {"id": session_id}).fetchone()
+    meta = db.execute_parsed(con, _META, {"id": session_id}).fetchone()
     if meta is None:
         raise UsageError(f"unknown session {session_id!r}; `pipeline sessions` lists the ids in this warehouse")
     fmt, slug, cwd, first_at, last_at, line_count, parent, has_children = meta
@@ -255,7 +241,7 @@ def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | N
     conv = Conversation(session_id, slug, fmt, cwd, _iso(first_at), _iso(last_at), int(line_count), lo,
                         min(hi, int(line_count)), parent)
     # Sessions started from this one (`_CHILDREN`), asked for only when there are some.
-    children = [(_iso(a), sid, n) for sid, n, a in _execute(con, _CHILDREN, {"id": session_id}).fetchall()
+    children = [(_iso(a), sid, n) for sid, n, a in db.execute_parsed(con, _CHILDREN, {"id": session_id}).fetchall()
                 ] if has_children else []
     # Codex writes each message twice, as an item and as an event: the events are shown only in a
     # rollout that has no message items.
@@ -266,7 +252,7 @@ def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | N
     rows: list[tuple[int, Any, str | None, list[Any]]] = []
     results_at: list[int] = []
     users_at: list[tuple[int, str]] = []
-    cur = _execute(con, _LINES, [session_id, lo, hi])
+    cur = db.execute_parsed(con, _LINES, [session_id, lo, hi])
     while batch := cur.fetchmany(1024):
         for line_no, text in batch:
             rec = _parse(text)  # once: the readable entries, the markers and the timestamp all use it
@@ -279,7 +265,7 @@ def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | N
                 users_at.append((line_no, text))
     statuses: dict[int, list[str]] = {}
     if results_at:
-        for line_no, is_error, exit_code, rejected in _execute(
+        for line_no, is_error, exit_code, rejected in db.execute_parsed(
                 con, _STATUSES, {"id": session_id, "lo": lo, "hi": hi, "at": results_at}).fetchall():
             statuses.setdefault(line_no, []).append(_status(is_error, exit_code, rejected))
     prompts = _prompts(con, session_id, fmt, parent, users_at)
