@@ -70,9 +70,6 @@ class Forked:
         assert self.returncode is not None
         return self.returncode
 
-    def poll(self) -> int | None:
-        return self.returncode
-
     def _exited(self, code: int) -> None:
         self.returncode = code
         self._ended.set()
