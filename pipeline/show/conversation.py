@@ -25,6 +25,7 @@ __all__ = ["Conversation", "Item", "conversation"]
 
 SUBAGENT_TOOLS = ("Task", "Agent")
 
+
 @dataclass
 class Item:
     """One thing shown: `kind` ∈ user, assistant, thinking, tool call, tool result, marker, other."""
