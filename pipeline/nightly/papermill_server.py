@@ -5,7 +5,10 @@ HTML conversion).
 Every notebook used to start a new interpreter that imported papermill again: about 0.65 s of CPU
 each before its kernel even started, and nbconvert's conversion paid the same twice over (the
 `jupyter` launcher, then nbconvert). A fork of a process that has done those imports starts at once.
-The kernels themselves are unchanged: papermill still launches a fresh kernel for every notebook.
+The server has also imported what a consolidate notebook's kernel needs, and every papermill child
+forks its kernel-to-be before it starts (`warm_kernel`): still one new kernel process per notebook,
+but one that does not start an interpreter and import ipykernel, DuckDB and the pipeline again.
+PIPELINE_WARM_KERNEL=0 makes papermill start its kernels as new processes again.
 
 What a child gets is what a `subprocess.Popen(argv, cwd=..., env=..., start_new_session=True)`
 would have given it: its own session and process group (a timeout or the next night's clean-up
@@ -46,6 +49,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from pipeline import config
+from pipeline.nightly import warm_kernel
 
 __all__ = ["Forked", "PapermillServer", "active", "serving", "serving_now", "spawn"]
 
@@ -300,8 +304,13 @@ def _run(argv: list[str]) -> int:
     if rest[:2] == ["-m", "papermill"]:
         from papermill.cli import papermill
 
+        waiting = warm_kernel.prepare() if _warm_kernels else None
         sys.argv = ["papermill", *rest[2:]]
-        papermill.main(args=rest[2:], prog_name="papermill")  # exits, as the command does
+        try:
+            papermill.main(args=rest[2:], prog_name="papermill")  # exits, as the command does
+        finally:
+            if waiting is not None:
+                waiting.discard()
         return 0
     if rest[:3] == ["-m", "jupyter", "nbconvert"]:
         from nbconvert.nbconvertapp import main as nbconvert
@@ -313,9 +322,20 @@ def _run(argv: list[str]) -> int:
     return 127  # not reached
 
 
+_warm_kernels = False
+
+
 def main() -> int:
+    global _warm_kernels
     import nbconvert.nbconvertapp  # noqa: F401  (imported once here, for every child)
     import papermill.cli  # noqa: F401
+
+    if os.environ.get("PIPELINE_WARM_KERNEL", "1") != "0":
+        try:
+            warm_kernel.preload()
+            _warm_kernels = True
+        except Exception as exc:
+            print(f"papermill server: kernels start cold: {exc}", file=sys.stderr)
 
     if _threads() != 1:
         _say({"ready": False, "why": f"the server has {_threads()} threads after its imports; forking is not safe"})
