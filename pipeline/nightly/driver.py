@@ -173,9 +173,11 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
     result = NightResult(run_id, day, engine, why, run_dir)
     say(f"nightly {run_id}: {why}")
     # A Dask scheduler that does not answer stops the night before anything is ingested or planned.
-    # One warm papermill for every notebook of the night, started by the first of them.
-    with papermill_server.serving({"PIPELINE_RUN_ID": run_id}), _remote_executor(opts, say) as remote, \
-            nightly_lock(db, run_id) as lock:
+    # One warm papermill for every notebook of the night; it imports while the night ingests and plans.
+    with papermill_server.serving({"PIPELINE_RUN_ID": run_id}, convert=opts.report), \
+            _remote_executor(opts, say) as remote, nightly_lock(db, run_id) as lock:
+        if remote is None or opts.report:
+            papermill_server.warm_up()
         if lock.previous and lock.previous.get("runId"):
             say(f"taking over from interrupted run {lock.previous['runId']} (pid {lock.previous.get('pid')} is gone)")
         recorded = False

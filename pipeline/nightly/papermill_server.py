@@ -51,10 +51,11 @@ from typing import IO, Any
 from pipeline import config
 from pipeline.nightly import warm_kernel
 
-__all__ = ["Forked", "PapermillServer", "active", "serving", "serving_now", "spawn"]
+__all__ = ["Forked", "PapermillServer", "active", "serving", "serving_now", "spawn", "warm_up"]
 
 # Start-up settings that keep the server's imports from starting threads (see the docstring).
 _SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
+_NO_NBCONVERT = "PIPELINE_SERVER_NO_NBCONVERT"
 READY_TIMEOUT = 60.0
 
 
@@ -82,8 +83,10 @@ class Forked:
 class PapermillServer:
     """The driver's side: starts the server, hands it command lines, and learns how each child ended."""
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, *, convert: bool = True) -> None:
         server_env = {**os.environ, **(env or {}), **_SINGLE_THREADED}
+        if not convert:  # nbconvert's import (half a second) only pays when a report is converted
+            server_env[_NO_NBCONVERT] = "1"
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.nightly.papermill_server"], cwd=config.REPO, env=server_env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True,
@@ -93,6 +96,7 @@ class PapermillServer:
         self._write = threading.Lock()
         self._children: dict[int, Forked] = {}
         self._next = 0
+        self.used = False
         self._ready = threading.Event()
         self.usable = False
         self.why_not: str | None = None
@@ -137,6 +141,7 @@ class PapermillServer:
             return None
         child = Forked(argv)
         with self._write:
+            self.used = True
             self._next += 1
             ident = self._next
             self._children[ident] = child
@@ -156,6 +161,9 @@ class PapermillServer:
         return child
 
     def close(self) -> None:
+        if not self.used:  # started ahead and never needed: it has no child, so nothing to wait for
+            with contextlib.suppress(OSError):
+                self._proc.kill()
         with self._write, contextlib.suppress(OSError, ValueError):
             self._in.close()
         try:
@@ -168,17 +176,18 @@ class PapermillServer:
 
 class _Lazy:
     """The night's server, started by the first notebook that needs it (a night whose batches run
-    elsewhere, with no report, never pays for its imports)."""
+    elsewhere, with no report, never pays for its imports), or ahead of it by `warm_up`."""
 
-    def __init__(self, env: Mapping[str, str] | None) -> None:
+    def __init__(self, env: Mapping[str, str] | None, convert: bool) -> None:
         self._env = env
+        self._convert = convert
         self._server: PapermillServer | None = None
         self._lock = threading.Lock()
 
     def get(self) -> PapermillServer:
         with self._lock:
             if self._server is None:
-                self._server = PapermillServer(self._env)
+                self._server = PapermillServer(self._env, convert=self._convert)
             return self._server
 
     def close(self) -> None:
@@ -199,15 +208,23 @@ def active() -> PapermillServer | None:
     return _active.get() if _active is not None else None
 
 
+def warm_up() -> None:
+    """Start the server now, so that its imports run while the caller does other work (the night's
+    ingest and planning) rather than in front of the first notebook. Unused, it is killed at the end."""
+    if _active is not None:
+        _active.get()
+
+
 @contextlib.contextmanager
-def serving(env: Mapping[str, str] | None = None) -> Iterator[None]:
+def serving(env: Mapping[str, str] | None = None, *, convert: bool = True) -> Iterator[None]:
     """Fork the notebooks started in this process during the block from one server (started by the
-    first of them). Set PIPELINE_PAPERMILL_SERVER=0 to start every notebook as a process of its own."""
+    first of them, or by `warm_up`); `convert=False` when no nbconvert command will be run. Set
+    PIPELINE_PAPERMILL_SERVER=0 to start every notebook as a process of its own."""
     global _active
     if os.environ.get("PIPELINE_PAPERMILL_SERVER", "1") == "0" or _active is not None:
         yield
         return
-    lazy = _Lazy(env)
+    lazy = _Lazy(env, convert)
     _active = lazy
     try:
         yield
@@ -327,8 +344,10 @@ _warm_kernels = False
 
 def main() -> int:
     global _warm_kernels
-    import nbconvert.nbconvertapp  # noqa: F401  (imported once here, for every child)
-    import papermill.cli  # noqa: F401
+    import papermill.cli  # noqa: F401  (imported once here, for every child)
+
+    if os.environ.get(_NO_NBCONVERT) != "1":
+        import nbconvert.nbconvertapp  # noqa: F401
 
     if os.environ.get("PIPELINE_WARM_KERNEL", "1") != "0":
         try:

@@ -134,3 +134,25 @@ def test_without_a_server_spawn_starts_a_process(tmp_path: Path, monkeypatch: py
         assert isinstance(proc, subprocess.Popen)
         assert proc.wait(timeout=30) == 0
     assert (tmp_path / "o").read_text().strip() == "plain"
+
+
+def test_a_server_started_ahead_and_never_used_is_killed_when_the_block_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(papermill_server, "_active", None)  # this module's own server is still running
+    with papermill_server.serving(convert=False):
+        papermill_server.warm_up()
+        srv = papermill_server.active()
+        assert srv is not None and not srv.used
+    # It had no child to wait for: killed, not left to finish its imports first.
+    assert srv._proc.returncode == -signal.SIGKILL
+
+
+def test_a_server_without_nbconvert_still_runs_an_nbconvert_command(tmp_path: Path) -> None:
+    srv = papermill_server.PapermillServer(convert=False)
+    try:
+        child = srv.spawn([sys.executable, "-m", "jupyter", "nbconvert", "--version"], cwd=tmp_path,
+                          env=dict(os.environ), stdout=tmp_path / "v")
+        assert child is not None and child.wait(timeout=60) == 0
+        assert (tmp_path / "v").read_text().strip()[:1].isdigit()
+    finally:
+        srv.close()
+    assert srv._proc.returncode == 0  # used: it ended when its input closed

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,3 +137,33 @@ def test_a_kernel_papermill_launches_otherwise_leaves_no_waiting_child(tmp_path:
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["cold", "gone"]
+
+
+def test_a_warm_kernel_ends_when_its_papermill_process_is_killed(
+        servers: dict[str, papermill_server.PapermillServer], tmp_path: Path) -> None:
+    # As a batch past its time limit: its process group is killed while a cell runs. The kernel leads
+    # a session of its own, so it is not in that group; it must notice that its parent is gone.
+    body = "import os, pathlib, time\npathlib.Path(out).write_text(str(os.getpid()))\ntime.sleep(120)"
+    nb = _probe_notebook(tmp_path / "sleep.ipynb", body)
+    out = tmp_path / "kernel.pid"
+    cmd = papermill_command(nb, tmp_path / "sleep.out.ipynb", {"out": str(out)}, cwd=tmp_path)
+    child = servers["warm"].spawn(cmd, cwd=tmp_path, env=dict(os.environ), stdout=tmp_path / "sleep.log")
+    assert child is not None
+    deadline = time.monotonic() + 60
+    while not out.exists() or not out.read_text():
+        assert time.monotonic() < deadline, (tmp_path / "sleep.log").read_text()
+        time.sleep(0.05)
+    kernel = int(out.read_text())
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while Path(f"/proc/{kernel}").exists() and "zombie" not in _state(kernel):
+        assert time.monotonic() < deadline, f"kernel {kernel} outlived its papermill process"
+        time.sleep(0.1)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0].lower()
+    except (OSError, IndexError):
+        return "zombie"
