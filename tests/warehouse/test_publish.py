@@ -242,3 +242,26 @@ def test_a_write_session_reports_how_it_published(tmp_path: Path) -> None:
         con.execute("INSERT INTO runs (run_id, status) VALUES ('r1', 'test')")
     assert s.published == 1
     assert s.copy_method in ("clone", "copy_file_range", "sendfile")
+
+
+def test_the_lock_query_and_a_duckdb_open_agree_on_who_holds_the_warehouse(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    with db.writing(wh) as con:
+        con.execute("INSERT INTO runs (run_id, status) VALUES ('r', 'done')")
+    assert publish.read_write_holder(wh) is None and publish._probe_by_opening(wh) is None
+    for read_only, held in ((True, False), (False, True)):
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == '1'); "
+             "print('ready', flush=True); sys.stdin.read()", str(wh), "1" if read_only else "0"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout and holder.stdout.readline().strip() == "ready"
+            asked, opened = publish.read_write_holder(wh), publish._probe_by_opening(wh)
+            # a reader never stops a writer; a writer is named, program and pid, the same both ways
+            assert asked == opened
+            assert (asked is not None) == held
+            if held:
+                assert asked is not None and f"(PID {holder.pid})" in asked and "python" in asked
+        finally:
+            holder.kill()
+            holder.wait()
