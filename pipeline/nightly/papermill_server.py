@@ -97,6 +97,7 @@ class PapermillServer:
         self._children: dict[int, Forked] = {}
         self._next = 0
         self.used = False
+        self._said = False
         self._ready = threading.Event()
         self.usable = False
         self.why_not: str | None = None
@@ -159,6 +160,16 @@ class PapermillServer:
         if not child.pid:  # the server ended before it forked
             return None
         return child
+
+    def say_unusable(self) -> None:
+        """Say once, on stderr, that notebooks start as processes of their own (slower, same result)."""
+        with self._write:
+            if self._said:
+                return
+            self._said = True
+        why = self.why_not or "it did not answer in time"
+        sys.stderr.write(f"papermill server not used ({why}); each notebook starts as a process of its own\n")
+        sys.stderr.flush()
 
     def close(self) -> None:
         if not self.used:  # started ahead and never needed: it has no child, so nothing to wait for
@@ -242,6 +253,7 @@ def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str], stdou
         child = server.spawn(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
         if child is not None:
             return child
+        server.say_unusable()
     out: Any = subprocess.DEVNULL if stdout is None else stdout
     opened = None
     if isinstance(stdout, Path):

@@ -156,3 +156,22 @@ def test_a_server_without_nbconvert_still_runs_an_nbconvert_command(tmp_path: Pa
     finally:
         srv.close()
     assert srv._proc.returncode == 0  # used: it ended when its input closed
+
+
+def test_a_server_that_cannot_serve_is_said_once_and_notebooks_start_as_processes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    dead = papermill_server.PapermillServer()
+    dead._proc.kill()
+    dead._proc.wait()
+    dead._reader.join(timeout=30)
+    monkeypatch.setattr(papermill_server, "active", lambda: dead)
+    try:
+        for n in range(2):
+            proc = papermill_server.spawn([sys.executable, "-c", f"print({n})"], cwd=tmp_path, env=dict(os.environ),
+                                          stdout=tmp_path / f"o{n}")
+            assert isinstance(proc, subprocess.Popen) and proc.wait(timeout=30) == 0
+            assert (tmp_path / f"o{n}").read_text().strip() == str(n)
+    finally:
+        dead.close()
+    err = capsys.readouterr().err
+    assert err.count("papermill server not used (the papermill server ended)") == 1, err
