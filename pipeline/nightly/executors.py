@@ -46,6 +46,10 @@ DEFAULT_RUNNER = "pipeline.nightly.executors:run_notebook"
 # How long past its own time limit a batch on a Dask worker may stay silent before the driver gives
 # up on it (the worker enforces the limit itself; this catches a worker that stopped answering).
 NO_ANSWER_GRACE = 30.0
+# How long the scheduler must go on showing a batch elsewhere than where it started (or its worker
+# gone) before the driver calls the worker lost: under load its view blinks (a steal attempt, a
+# late heartbeat), and a batch that went on to finish was once failed for it.
+LOST_CONFIRM = 2.0
 # How long the driver keeps trying to reach the Dask scheduler before the night stops with a usage
 # error (`PIPELINE_DASK_CONNECT_TIMEOUT` overrides it: a scheduler still starting needs a while, a
 # mistyped address only wastes it).
@@ -344,6 +348,7 @@ class DaskExecutor:
         self._starts: dict[str, list[tuple[str, float, bool]]] = {}
         self._starts_lock = threading.Lock()
         self._watched = 0.0
+        self._suspect: dict[str, float] = {}  # batch key -> when its worker first looked lost
         self._done: Any = None  # distributed.as_completed, made with the first future
         self._no_workers_since: float | None = None
         self.client.subscribe_topic(START_TOPIC, self._on_start)
@@ -359,8 +364,10 @@ class DaskExecutor:
             return
         with self._starts_lock:
             starts = self._starts.setdefault(self._key(msg["run"], msg["batch"]), [])
-            if starts and not starts[-1][2] and starts[-1][0] == msg["worker"]:
-                starts[-1] = (msg["worker"], starts[-1][1], True)  # the start the driver saw already
+            if starts and not starts[-1][2]:
+                # The start the driver guessed from the scheduler's queues: this is where it really
+                # began (the scheduler may have moved it to another worker before it started).
+                starts[-1] = (msg["worker"], starts[-1][1], True)
             else:
                 starts.append((msg["worker"], time.monotonic(), True))
 
@@ -414,6 +421,7 @@ class DaskExecutor:
     def _result(self, key: str, fut: Any, job: BatchJob) -> BatchRun:
         with self._starts_lock:
             starts = self._starts.pop(key, [])
+        self._suspect.pop(key, None)
         worker = starts[0][0] if starts else "a Dask worker"
         if len(starts) > 1:  # finished, but only on a second try after its first worker was lost
             return BatchRun(job.batch_id, None, 0.0, worker, True, f"the worker running it ({worker}) was lost")
@@ -454,13 +462,17 @@ class DaskExecutor:
                 continue
             first, since, _ = starts[0]
             why = None
-            if len(starts) > 1 or first not in workers or running_on.get(key, first) != first:
+            elsewhere = first not in workers or running_on.get(key, first) != first
+            if not elsewhere:
+                self._suspect.pop(key, None)
+            if len(starts) > 1 or (elsewhere and now - self._suspect.setdefault(key, now) >= LOST_CONFIRM):
                 why = f"the worker running it ({first}) was lost"
             elif now - since > job.timeout + self.grace:
                 why = f"no answer from the worker running it ({first}) within {job.timeout + self.grace:.0f} s"
             if why:
                 fut.cancel()
                 del self._futures[key]
+                self._suspect.pop(key, None)
                 with self._starts_lock:
                     self._starts.pop(key, None)
                 out.append(Finished(job, BatchRun(job.batch_id, None, round(now - since, 2), first, True, why)))

@@ -255,3 +255,78 @@ def test_with_no_worker_at_all_the_batches_fail_after_the_grace_period(tmp_path:
         assert not (tmp_path / "b-0" / "run.json").exists()
     finally:
         executor.close(kill=True)
+
+
+class _FakeFuture:
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def done(self) -> bool:
+        return False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class _FakeClient:
+    def __init__(self) -> None:
+        self.view: dict[str, list[str]] = {}
+
+    def processing(self) -> dict[str, list[str]]:
+        return self.view
+
+
+def _watched_executor(monkeypatch: pytest.MonkeyPatch) -> tuple[DaskExecutor, _FakeClient, list[float], str]:
+    """A DaskExecutor's bookkeeping around one running batch, with a scheduler view and a clock we set."""
+    ex = object.__new__(DaskExecutor)
+    client = _FakeClient()
+    clock = [100.0]
+    monkeypatch.setattr(executors.time, "monotonic", lambda: clock[0])
+    job = BatchJob(run_id="r", day="2026-12-01", batch_id="b1", folder="/nowhere", parameters={}, timeout=600)
+    key = DaskExecutor._key("r", "b1")
+    ex.client, ex.address, ex.grace = client, "tcp://s:1", executors.NO_ANSWER_GRACE
+    ex._futures = {key: (_FakeFuture(), job)}
+    ex._starts, ex._starts_lock, ex._suspect, ex._watched = {}, threading.Lock(), {}, 0.0
+    ex._no_workers_since = None
+    return ex, client, clock, key
+
+
+def test_a_batch_the_scheduler_moves_before_it_starts_is_not_a_lost_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    ex, client, clock, key = _watched_executor(monkeypatch)
+    client.view = {"tcp://a:1": [key], "tcp://b:1": []}
+    assert ex._watch() == []  # the driver guesses it started on a, from the scheduler's queues
+    client.view = {"tcp://a:1": [], "tcp://b:1": [key]}  # stolen by b before it started
+    ex._on_start((0, {"run": "r", "batch": "b1", "worker": "tcp://b:1"}))
+    for _ in range(5):
+        clock[0] += 1.0
+        assert ex._watch() == []
+    assert ex._starts[key] == [("tcp://b:1", 100.0, True)]
+
+
+def test_a_blink_in_the_schedulers_view_is_not_a_lost_worker_but_a_lasting_one_is(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ex, client, clock, key = _watched_executor(monkeypatch)
+    client.view = {"tcp://a:1": [key]}
+    ex._on_start((0, {"run": "r", "batch": "b1", "worker": "tcp://a:1"}))
+    assert ex._watch() == []
+    client.view = {"tcp://a:1": [], "tcp://c:1": [key]}  # a steal attempt shows it on c for a moment
+    clock[0] += 0.5
+    assert ex._watch() == []
+    client.view = {"tcp://a:1": [key], "tcp://c:1": []}
+    clock[0] += 0.5
+    assert ex._watch() == []
+    client.view = {"tcp://c:1": []}  # a is gone, and stays gone
+    clock[0] += 0.5
+    assert ex._watch() == []
+    clock[0] += executors.LOST_CONFIRM
+    lost = ex._watch()
+    assert [f.run.reason for f in lost] == ["the worker running it (tcp://a:1) was lost"] and lost[0].run.failed
+
+
+def test_a_second_start_is_a_lost_worker_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    ex, client, _clock, key = _watched_executor(monkeypatch)
+    client.view = {"tcp://a:1": [], "tcp://b:1": [key]}
+    ex._on_start((0, {"run": "r", "batch": "b1", "worker": "tcp://a:1"}))
+    ex._on_start((0, {"run": "r", "batch": "b1", "worker": "tcp://b:1"}))  # the scheduler ran it again
+    lost = ex._watch()
+    assert [f.run.reason for f in lost] == ["the worker running it (tcp://a:1) was lost"]
