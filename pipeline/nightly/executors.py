@@ -305,7 +305,9 @@ def run_on_worker(job: BatchJob) -> tuple[BatchRun, dict[str, bytes]]:
             _unpack(files, inputs)
             params[param] = str(inputs)
         local = replace(job, parameters=params, shipped={}, command=None)
-        run = resolve_runner(job.runner)(local, out_dir, None)
+        # A warm papermill (and warm kernels) for the night's batches on this worker, as on the driver.
+        with papermill_server.serving_run(job.run_id):
+            run = resolve_runner(job.runner)(local, out_dir, None)
         run.where = where
         # A failed batch's files come back too (its notebook and log say why), but never run.json.
         files = _pack(out_dir)

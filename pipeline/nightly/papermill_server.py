@@ -51,7 +51,7 @@ from typing import IO, Any
 from pipeline import config
 from pipeline.nightly import warm_kernel
 
-__all__ = ["Forked", "PapermillServer", "active", "serving", "serving_now", "spawn", "warm_up"]
+__all__ = ["Forked", "PapermillServer", "active", "serving", "serving_now", "serving_run", "spawn", "warm_up"]
 
 # Start-up settings that keep the server's imports from starting threads (see the docstring).
 _SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
@@ -161,6 +161,11 @@ class PapermillServer:
             return None
         return child
 
+    def idle(self) -> bool:
+        """No child of it is running (nothing would be lost by ending it)."""
+        with self._write:
+            return not self._children
+
     def say_unusable(self) -> None:
         """Say once, on stderr, that notebooks start as processes of their own (slower, same result)."""
         with self._write:
@@ -201,6 +206,10 @@ class _Lazy:
                 self._server = PapermillServer(self._env, convert=self._convert)
             return self._server
 
+    def idle(self) -> bool:
+        with self._lock:
+            return self._server is None or self._server.idle()
+
     def close(self) -> None:
         with self._lock:
             if self._server is not None:
@@ -208,15 +217,45 @@ class _Lazy:
 
 
 _active: _Lazy | None = None
+# On a Dask worker: one server per night's run id, kept between its batches (the worker process
+# outlives the night), and the server the current thread's batch uses.
+_for_runs: dict[str, _Lazy] = {}
+_for_runs_lock = threading.Lock()
+_thread = threading.local()
 
 
 def serving_now() -> bool:
-    return _active is not None
+    return _active is not None or getattr(_thread, "lazy", None) is not None
 
 
 def active() -> PapermillServer | None:
-    """The running night's server (started now if it was not yet), or None outside `serving`."""
-    return _active.get() if _active is not None else None
+    """The running night's server (started now if it was not yet), or None outside `serving` and
+    `serving_run`."""
+    lazy = getattr(_thread, "lazy", None) or _active
+    return lazy.get() if lazy is not None else None
+
+
+@contextlib.contextmanager
+def serving_run(run_id: str) -> Iterator[None]:
+    """On a Dask worker, for one batch of the night `run_id`: its notebook is forked from that
+    night's server in this process (started by the night's first batch here). A server of an
+    earlier night is ended once it has no child left."""
+    if os.environ.get("PIPELINE_PAPERMILL_SERVER", "1") == "0":
+        yield
+        return
+    with _for_runs_lock:
+        lazy = _for_runs.get(run_id)
+        if lazy is None:
+            lazy = _for_runs[run_id] = _Lazy({"PIPELINE_RUN_ID": run_id}, convert=False)
+        for other, old in list(_for_runs.items()):
+            if other != run_id and old.idle():
+                old.close()
+                del _for_runs[other]
+    _thread.lazy = lazy
+    try:
+        yield
+    finally:
+        _thread.lazy = None
 
 
 def warm_up() -> None:

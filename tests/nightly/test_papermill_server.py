@@ -175,3 +175,33 @@ def test_a_server_that_cannot_serve_is_said_once_and_notebooks_start_as_processe
         dead.close()
     err = capsys.readouterr().err
     assert err.count("papermill server not used (the papermill server ended)") == 1, err
+
+
+def test_a_dask_workers_batches_share_one_server_per_night(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    monkeypatch.setattr(papermill_server, "_active", None)  # this module's own server is still running
+    monkeypatch.setattr(papermill_server, "_for_runs", {})
+    seen: dict[str, object] = {}
+
+    def batch(run_id: str, name: str) -> None:
+        with papermill_server.serving_run(run_id):
+            srv = papermill_server.active()
+            child = papermill_server.spawn([sys.executable, "-m", "papermill", "--help"], cwd=tmp_path,
+                                           env=dict(os.environ), stdout=tmp_path / f"{name}.txt")
+            seen[name] = (srv, type(child).__name__, child.wait(timeout=60))
+
+    for name in ("a", "b"):  # two batches of one night, in two of the worker's threads
+        t = threading.Thread(target=batch, args=("20261201T000000Z-night1", name))
+        t.start()
+        t.join()
+    assert papermill_server.active() is None  # outside a batch, this thread has none
+    first = seen["a"][0]
+    assert seen["a"] == (first, "Forked", 0) and seen["b"] == (first, "Forked", 0)
+    assert isinstance(first, papermill_server.PapermillServer)
+    assert lock._group_belongs_to(first._proc.pid, "20261201T000000Z-night1")  # its environment names the night
+    batch("20261202T000000Z-night2", "c")  # the next night: its own server, and the idle old one ends
+    assert seen["c"][0] is not first and seen["c"][1:] == ("Forked", 0)
+    assert first._proc.wait(timeout=30) is not None
+    assert list(papermill_server._for_runs) == ["20261202T000000Z-night2"]
+    papermill_server._for_runs["20261202T000000Z-night2"].close()
