@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import shutil
-import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -175,10 +175,6 @@ class BatchInput:
     folder: Path
     session_ids: tuple[str, ...]
     created_at: str
-    # The views' database, made by the first reading(); the files it reads never change after the
-    # marker is written (a folder written again is loaded again, as a new BatchInput).
-    _database: list[duckdb.DuckDBPyConnection] = field(default_factory=list, init=False, repr=False, compare=False)
-    _opening: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> BatchInput:
@@ -212,30 +208,30 @@ class BatchInput:
     @contextlib.contextmanager
     def reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection on which the input looks like the warehouse to the tools' queries."""
-        con = self._views().cursor()
+        con = self._views.cursor()
         try:
             yield con
         finally:
             con.close()
 
+    @functools.cached_property
     def _views(self) -> duckdb.DuckDBPyConnection:
-        with self._opening:
-            if not self._database:
-                con = duckdb.connect()
-                try:
-                    with contextlib.suppress(duckdb.Error):  # refused inside a Jupyter kernel; harmless
-                        con.execute("SET enable_progress_bar = false")
-                    con.execute("SET GLOBAL TimeZone = 'UTC'")  # GLOBAL: the cursors have it too
-                    for name in _VIEWS:
-                        files = _lines_files(self.folder) if name == "lines" else [self.folder / f"{name}.parquet"]
-                        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_files(files)})")
-                    for ddl in TRANSCRIPT_VIEWS:
-                        con.execute(ddl)
-                except BaseException:
-                    con.close()
-                    raise
-                self._database.append(con)
-            return self._database[0]
+        """The views' database, made by the first reading(). The files it reads never change once the
+        marker is written (a folder written again is loaded again, as a new BatchInput)."""
+        con = duckdb.connect()
+        try:
+            with contextlib.suppress(duckdb.Error):  # refused inside a Jupyter kernel; harmless
+                con.execute("SET enable_progress_bar = false")
+            con.execute("SET GLOBAL TimeZone = 'UTC'")  # GLOBAL: the cursors have it too
+            for name in _VIEWS:
+                files = _lines_files(self.folder) if name == "lines" else [self.folder / f"{name}.parquet"]
+                con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_files(files)})")
+            for ddl in TRANSCRIPT_VIEWS:
+                con.execute(ddl)
+        except BaseException:
+            con.close()
+            raise
+        return con
 
     def describe(self) -> dict[str, Any]:
         return {"folder": str(self.folder), "sessionIds": list(self.session_ids), "createdAt": self.created_at}

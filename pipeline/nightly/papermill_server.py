@@ -372,7 +372,8 @@ def _run(argv: list[str]) -> int:
     if rest[:2] == ["-m", "papermill"]:
         from papermill.cli import papermill
 
-        waiting = warm_kernel.prepare() if _warm_kernels else None
+        # Forked from a single-threaded server, the child still is; checked again, as before any fork.
+        waiting = warm_kernel.prepare() if _warm_kernels and _threads() == 1 else None
         sys.argv = ["papermill", *rest[2:]]
         try:
             papermill.main(args=rest[2:], prog_name="papermill")  # exits, as the command does

@@ -167,14 +167,9 @@ class Waiting:
             os.waitpid(self.pid, 0)
 
 
-def prepare() -> Waiting | None:
+def prepare() -> Waiting:
     """In the papermill child, before papermill starts: fork the kernel-to-be and have papermill's
-    kernel launches use it. None when this process cannot fork safely (more than one thread)."""
-    try:
-        if len(os.listdir("/proc/self/task")) != 1:
-            return None
-    except OSError:
-        return None
+    kernel launches use it. The caller makes sure this process is single-threaded."""
     go_r, go_w = os.pipe()
     ready_r, ready_w = os.pipe()
     pid = os.fork()
