@@ -1,4 +1,4 @@
-"""Fixtures, and the order tests run in; the functions tests share live in tests/helpers.py."""
+"""Fixtures only; the functions tests share live in tests/helpers.py."""
 
 from __future__ import annotations
 
@@ -20,29 +20,6 @@ from tests.helpers import REPO, SAMPLES, built_once, copy_samples
 # Tests never talk to a real model endpoint, whatever the developer's shell has configured.
 for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PIPELINE_DB", "PIPELINE_CORPUS", "PIPELINE_RUNS", "PIPELINE_MODEL"):
     os.environ.pop(_var, None)
-
-
-# Tests that run whole nights, Dask clusters, crash-and-rerun sequences and property tests over many
-# warehouses take 3-37 s each, the rest well under one. Run first, they spread over the workers while
-# the short ones fill the gaps at the end; in file order they came last, and the suite's final 20 s
-# ran on one or two of the three workers. Order is stable within each group.
-HEAVY_FIRST = (
-    "tests/nightly/test_executors.py",
-    "tests/nightly/",
-    "tests/corpus/test_apply_contract.py",
-    "tests/corpus/test_apply_crash.py",
-    "tests/corpus/test_review.py",
-    "tests/lake/test_export.py",
-    "tests/warehouse/test_derive.py",
-    "tests/cache/test_bare_log.py",
-)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        return next((i for i, prefix in enumerate(HEAVY_FIRST) if item.nodeid.startswith(prefix)), len(HEAVY_FIRST))
-
-    items.sort(key=rank)
 
 
 @pytest.fixture
