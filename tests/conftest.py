@@ -1,8 +1,7 @@
-"""Fixtures, and one collection hook; the functions tests share live in tests/helpers.py."""
+"""Fixtures only; the functions tests share live in tests/helpers.py."""
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import subprocess
@@ -21,14 +20,6 @@ from tests.helpers import REPO, SAMPLES, built_once, copy_samples
 # Tests never talk to a real model endpoint, whatever the developer's shell has configured.
 for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PIPELINE_DB", "PIPELINE_CORPUS", "PIPELINE_RUNS", "PIPELINE_MODEL"):
     os.environ.pop(_var, None)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Leave what collection built (every test module, pydantic models, hypothesis strategies) out
-    of the garbage collector's passes: they live for the whole run, and the collector's scans were 7 %
-    of all CPU samples of a test run (perf, 2026-12-02)."""
-    gc.collect()
-    gc.freeze()
 
 
 @pytest.fixture
