@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from pipeline.consolidator import tools
 from pipeline.consolidator.batch_input import BatchInput
 from pipeline.consolidator.contract import CheckResult, check_answer
+from pipeline.consolidator.line_blocks import LineBlocks
 from pipeline.consolidator.prompts import TOOL_NAMES
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.errors import PipelineError
@@ -115,6 +116,9 @@ class BatchTools:
         self.session_ids = tuple(session_ids)
         self._allowed = frozenset(self.session_ids)
         self.known = known if known is not None else SecretSet()
+        # A batch's input never changes once written, so the lines a model pages through are
+        # fetched a block at a time and kept for its later reads.
+        self._blocks = LineBlocks()
 
     def call(self, name: str, raw_arguments: str | None) -> ToolOutcome:
         """Run a reading tool (not submit_answer) and return its result; never raises for bad input."""
@@ -158,6 +162,7 @@ class BatchTools:
             )
         if isinstance(args, _ReadArgs):
             return tools.read_lines(
-                con, args.sessionId, args.start, args.end, args.width, allowed=self._allowed, redact=True, known=self.known
+                con, args.sessionId, args.start, args.end, args.width, allowed=self._allowed, redact=True, known=self.known,
+                blocks=self._blocks,
             )
         return tools.list_sessions(con, list(self.session_ids), redact=True, known=self.known)

@@ -18,6 +18,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline.consolidator.line_blocks import LineBlocks
 from pipeline.errors import ToolError
 from pipeline.secrets import scan as secrets_scan
 from pipeline.secrets.gate import SecretSet
@@ -257,10 +258,13 @@ def read_lines(
     allowed: Collection[str] | None = None,
     redact: bool = True,
     known: SecretSet | None = None,
+    blocks: LineBlocks | None = None,
 ) -> dict[str, Any]:
     """Lines start..end (1-based, inclusive), each cut at `width` characters, at most
     MAX_READ_LINES lines and MAX_RESULT_CHARS characters per call (`truncated` when cut short).
-    With `redact`, secrets are found on the whole stored line and masked in the part shown."""
+    With `redact`, secrets are found on the whole stored line and masked in the part shown.
+    `blocks` serves the lines from blocks kept between calls, for a caller whose source is fixed
+    (`pipeline.consolidator.line_blocks`)."""
     _check_id(session_id, allowed)
     width = DEFAULT_WIDTH if width is None else width
     for name, value in (("start", start), ("end", end), ("width", width)):
@@ -276,26 +280,35 @@ def read_lines(
     # One query for the session's line count and the lines: a query costs more than reading 200 lines.
     # The lines asked for that exist are at most MAX_READ_LINES from `start`, whatever the count.
     upto = min(end, start + MAX_READ_LINES - 1)
-    params = {"s": session_id, "a": start, "b": upto}
-    if redact:
-        got = db.execute_parsed(
-            con,
-            "SELECT line_count, NULL, NULL FROM sessions WHERE session_id = $s UNION ALL "
-            "SELECT NULL, line_no, text FROM lines WHERE session_id = $s AND line_no BETWEEN $a AND $b",
-            params,
-        ).fetchall()
+    if blocks is not None:
+        count, window = blocks.window(con, session_id, start, upto)
+        if count is None:
+            raise ToolError(f"unknown session {session_id!r}; `pipeline sessions` lists the ids in this warehouse")
+        line_count = count
+        got: list[tuple[Any, ...]] = [(None, n, text) for n, text in window]
+        redact_rows = True  # whole stored lines, cut below
     else:
-        got = db.execute_parsed(
-            con,
-            "SELECT line_count, NULL, NULL, NULL FROM sessions WHERE session_id = $s UNION ALL "
-            "SELECT NULL, line_no, substr(text, 1, $w), length(text) > $w FROM lines "
-            "WHERE session_id = $s AND line_no BETWEEN $a AND $b",
-            {**params, "w": width},
-        ).fetchall()
-    counts = [r[0] for r in got if r[1] is None]
-    if not counts:
-        raise ToolError(f"unknown session {session_id!r}; `pipeline sessions` lists the ids in this warehouse")
-    line_count = int(counts[0])
+        params = {"s": session_id, "a": start, "b": upto}
+        redact_rows = redact
+        if redact:
+            got = db.execute_parsed(
+                con,
+                "SELECT line_count, NULL, NULL FROM sessions WHERE session_id = $s UNION ALL "
+                "SELECT NULL, line_no, text FROM lines WHERE session_id = $s AND line_no BETWEEN $a AND $b",
+                params,
+            ).fetchall()
+        else:
+            got = db.execute_parsed(
+                con,
+                "SELECT line_count, NULL, NULL, NULL FROM sessions WHERE session_id = $s UNION ALL "
+                "SELECT NULL, line_no, substr(text, 1, $w), length(text) > $w FROM lines "
+                "WHERE session_id = $s AND line_no BETWEEN $a AND $b",
+                {**params, "w": width},
+            ).fetchall()
+        counts = [r[0] for r in got if r[1] is None]
+        if not counts:
+            raise ToolError(f"unknown session {session_id!r}; `pipeline sessions` lists the ids in this warehouse")
+        line_count = int(counts[0])
     if start > line_count:
         raise ToolError(f"bad range {start}..{end}: session {session_id} has {line_count} lines")
     truncated = False
@@ -310,9 +323,10 @@ def read_lines(
     lines: list[dict[str, Any]] = []
     used = 0
     for row in found:
-        if masker is not None:
+        if redact_rows:
             _, line_no, text = row
-            head, cut = masker.head(text, width), len(text) > width
+            head = masker.head(text, width) if masker is not None else text[:width]
+            cut = len(text) > width
         else:
             _, line_no, head, cut = row
         if used + len(head) > MAX_RESULT_CHARS:
