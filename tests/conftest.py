@@ -24,9 +24,8 @@ for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PIPELINE_DB", "PIPELINE_CORPU
 
 @pytest.fixture
 def warehouse(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    con = db.connect(tmp_path / "w.duckdb")
-    yield con
-    con.close()
+    with db.opened(tmp_path / "w.duckdb") as con:
+        yield con
 
 
 @pytest.fixture

@@ -114,23 +114,21 @@ def classify_with_sql(
 ) -> pl.DataFrame:
     """The same through the SQL definition, in an in-memory DuckDB without transcript lines (what
     the vectorised twin is checked against)."""
-    import duckdb
+    from pipeline.warehouse import hosts
 
     log = _as_log(calls)
-    con = duckdb.connect()
-    try:
+    # Temporary objects only: they belong to this block's session and go with it.
+    with hosts.borrowed(hosts.scratch_directory(), []) as con:
         con.execute("SET TimeZone = 'UTC'")
         # A view over the registered Arrow data: the log is not copied into DuckDB.
         con.register("_log", log.to_arrow())
-        con.execute("CREATE VIEW llm_calls AS SELECT * FROM _log")
+        con.execute("CREATE TEMP VIEW llm_calls AS SELECT * FROM _log")
         con.execute(
-            "CREATE TABLE sessions (session_id VARCHAR, format VARCHAR, path VARCHAR, first_at TIMESTAMPTZ, "
+            "CREATE TEMP TABLE sessions (session_id VARCHAR, format VARCHAR, path VARCHAR, first_at TIMESTAMPTZ, "
             "parent_session_id VARCHAR)"
         )
-        con.execute("CREATE TABLE lines (session_id VARCHAR, line_no BIGINT, text VARCHAR)")
+        con.execute("CREATE TEMP TABLE lines (session_id VARCHAR, line_no BIGINT, text VARCHAR)")
         return _run(con, hit_share=hit_share, ttl_seconds=ttl_seconds, tz=tz)
-    finally:
-        con.close()
 
 
 def classify_warehouse(

@@ -40,6 +40,7 @@ import duckdb
 
 from pipeline import config
 from pipeline.errors import UsageError, WarehouseBusyError, WarehouseLockedError
+from pipeline.warehouse import hosts
 from pipeline.warehouse import publish as publishing
 from pipeline.warehouse.lock import HolderLock, describe_holder
 from pipeline.warehouse.transaction import Transaction, atomic
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 __all__ = ["CATALOG", "ROW_GROUP_SIZE", "WRITE_WAIT_SECONDS", "Transaction", "WriteSession", "active_session",
-           "atomic", "connect", "execute_parsed", "frame", "one", "reading", "write_session", "writing"]
+           "atomic", "connect", "execute_parsed", "frame", "one", "opened", "reading", "write_session", "writing"]
 
 # How long a writing command waits for another one to finish (`--wait SECONDS`).
 WRITE_WAIT_SECONDS = 600.0
@@ -71,27 +72,57 @@ def _attach_options(read_only: bool) -> str:
 
 def connect(db: str | Path | None = None, *, read_only: bool = False, shown_as: Path | None = None
             ) -> duckdb.DuckDBPyConnection:
-    """Open exactly the file `db`; a read-write open also applies pending migrations.
+    """Open exactly the file `db` on a DuckDB instance of its own, which the caller closes; a
+    read-write open also applies pending migrations.
 
-    Commands use `reading()` and `writing()`, which choose the published or the working file;
-    `shown_as` is the name messages use for the file (the published one, for a working file).
+    Commands use `reading()` and `writing()`, which choose the published or the working file and
+    open it on a kept instance (`opened`); `shown_as` is the name messages use for the file (the
+    published one, for a working file).
     """
+    path, shown = _target(db, read_only, shown_as)
+    # The warehouse is attached to an in-memory database, whose spill directory would otherwise be
+    # `.tmp` in whatever folder the user runs from; keep it beside the file, as DuckDB does by default.
+    con = duckdb.connect(config={"temp_directory": f"{path}.tmp"})
+    try:
+        _attach(con, path, shown, read_only)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+@contextlib.contextmanager
+def opened(db: str | Path | None = None, *, read_only: bool = False, shown_as: Path | None = None
+           ) -> Iterator[duckdb.DuckDBPyConnection]:
+    """`connect`, for the length of a block, on an in-memory instance kept for the next block
+    (pipeline.warehouse.hosts): the file is detached, and so closed and unlocked, when it ends."""
+    path, shown = _target(db, read_only, shown_as)
+    attached: list[str] = []
+    with hosts.borrowed(f"{path}.tmp", attached) as con:
+        _attach(con, path, shown, read_only, attached)
+        yield con
+
+
+def _target(db: str | Path | None, read_only: bool, shown_as: Path | None) -> tuple[Path, Path]:
     path = config.db_path(db)
     shown = shown_as or path
     if read_only and not path.exists():
         raise UsageError(f"no warehouse at {shown}: run `pipeline ingest PATH` first, or pass --db FILE")
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
-    # The warehouse is attached to an in-memory database, whose spill directory would otherwise be
-    # `.tmp` in whatever folder the user runs from; keep it beside the file, as DuckDB does by default.
-    con = duckdb.connect(config={"temp_directory": f"{path}.tmp"})
+    return path, shown
+
+
+def _attach(con: duckdb.DuckDBPyConnection, path: Path, shown: Path, read_only: bool,
+            attached: list[str] | None = None) -> None:
     try:
         con.execute(f"ATTACH ? AS {CATALOG} ({_attach_options(read_only)})", [str(path)])
     except duckdb.IOException as exc:
-        con.close()
         if "lock" in str(exc).lower():
             raise WarehouseBusyError(publishing.busy_message(shown, exc)) from exc
         raise
+    if attached is not None:
+        attached.append(CATALOG)
     con.execute(f"USE {CATALOG}")
     # DuckDB draws its own progress bar on long statements; ours (rich, on stderr) is the one users
     # see. Inside a Jupyter kernel DuckDB refuses to touch the setting (it wants ipywidgets): keep it.
@@ -110,12 +141,10 @@ def connect(db: str | Path | None = None, *, read_only: bool = False, shown_as: 
 
         missing = pending(con)
         if missing:
-            con.close()
             raise UsageError(
                 f"the warehouse {shown} predates this version (missing steps: {', '.join(missing)}); "
                 "run `pipeline ingest` (or any writing command) once to upgrade it"
             )
-    return con
 
 
 @dataclass
@@ -154,11 +183,8 @@ def _stderr(msg: str) -> None:
 
 
 def _checkpoint(work: Path) -> None:
-    con = connect(work)
-    try:
+    with opened(work) as con:
         con.execute(f"CHECKPOINT {CATALOG}")
-    finally:
-        con.close()
 
 
 def active_session(db: str | Path | None = None) -> WriteSession | None:
@@ -219,24 +245,18 @@ def reading(db: str | Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]
     process holds a write session on the warehouse (so a writer reads what it wrote)."""
     session = active_session(db)
     if session is not None:
-        con = connect(session.files.work, read_only=True, shown_as=session.files.db)
+        with opened(session.files.work, read_only=True, shown_as=session.files.db) as con:
+            yield con
     else:
-        con = connect(db, read_only=True)
-    try:
-        yield con
-    finally:
-        con.close()
+        with opened(db, read_only=True) as con:
+            yield con
 
 
 @contextlib.contextmanager
 def writing(db: str | Path | None = None, *, wait: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-write connection to the working file, inside a write session (joined, or its own)."""
-    with write_session(db, wait=wait) as session:
-        con = connect(session.files.work, shown_as=session.files.db)
-        try:
-            yield con
-        finally:
-            con.close()
+    with write_session(db, wait=wait) as session, opened(session.files.work, shown_as=session.files.db) as con:
+        yield con
 
 
 # Fixed queries, parsed once per process. DuckDB parses a query's text on every execute (a quarter

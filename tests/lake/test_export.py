@@ -26,7 +26,7 @@ from pipeline.consolidator import tools
 from pipeline.lake import export as lake
 from pipeline.lake import manifest as mf
 from pipeline.lake import store as lake_store
-from pipeline.warehouse import db, ingest
+from pipeline.warehouse import db, hosts, ingest
 from tests.helpers import SAMPLES, write_jsonl
 
 PHRASES = ["ModuleNotFoundError", "connection refused", "pytest", "No module named 'respx'", "Traceback"]
@@ -43,12 +43,12 @@ def _glob(root: Path, table: str) -> str:
 
 
 def _lake_rows(root: Path, table: str) -> list[tuple]:
-    con = duckdb.connect()
-    con.execute("SET TimeZone = 'UTC'")
-    select = ", ".join(f'"{c}"' for c in _COLUMNS[table])
-    return sorted(con.execute(
-        f"SELECT {select} FROM read_parquet(?, hive_partitioning = true)", [_glob(root, table)]
-    ).fetchall(), key=repr)
+    with hosts.borrowed(hosts.scratch_directory(), []) as con:
+        con.execute("SET TimeZone = 'UTC'")
+        select = ", ".join(f'"{c}"' for c in _COLUMNS[table])
+        return sorted(con.execute(
+            f"SELECT {select} FROM read_parquet(?, hive_partitioning = true)", [_glob(root, table)]
+        ).fetchall(), key=repr)
 
 
 _COLUMNS: dict[str, list[str]] = {}
