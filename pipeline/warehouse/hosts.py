@@ -41,7 +41,8 @@ def _forget_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-_MADE = ("SELECT (SELECT count(*) FROM duckdb_tables() WHERE database_name = 'memory') "
+_LEFT = ("SELECT (SELECT count(*) FROM duckdb_databases() WHERE NOT internal AND database_name <> 'memory') "
+         "+ (SELECT count(*) FROM duckdb_tables() WHERE database_name = 'memory') "
          "+ (SELECT count(*) FROM duckdb_views() WHERE database_name = 'memory' AND NOT internal)")
 
 
@@ -62,14 +63,13 @@ def _give_back(host: duckdb.DuckDBPyConnection, attached: list[str], temp_direct
     try:
         for name in attached:
             host.execute(f"DETACH DATABASE IF EXISTS {name}")
-        left = {r[0] for r in host.execute("SELECT database_name FROM duckdb_databases() WHERE NOT internal").fetchall()}
-        made = host.execute(_MADE).fetchall()[0][0]
+        left = host.execute(_LEFT).fetchall()[0][0]
     except duckdb.Error:
         host.close()
         return
-    # Tables and views made in the host's own database would be seen by the next block; DuckDB
-    # removes a spill folder it made only when the instance closes.
-    if left != {"memory"} or made or Path(temp_directory).exists():
+    # Another attached database, or tables and views made in the host's own, would be seen by the
+    # next block; DuckDB removes a spill folder it made only when the instance closes.
+    if left or Path(temp_directory).exists():
         host.close()
         return
     with _lock:

@@ -260,12 +260,14 @@ def _ensure_table(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def applied(con: duckdb.DuckDBPyConnection) -> set[str]:
-    exists = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database() AND table_name = 'schema_migrations'"
-    ).fetchall()[0]
-    if not exists or not exists[0]:
+    """The recorded steps. Called as a connection opens, outside any transaction: asking for the
+    table and taking its absence as an answer costs 0.3 ms, looking it up in information_schema
+    first 1.5 ms, on every open."""
+    try:
+        rows = con.execute("SELECT name FROM schema_migrations").fetchall()
+    except duckdb.CatalogException:
         return set()
-    return {row[0] for row in con.execute("SELECT name FROM schema_migrations").fetchall()}
+    return {row[0] for row in rows}
 
 
 def pending(con: duckdb.DuckDBPyConnection) -> list[str]:
