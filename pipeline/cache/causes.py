@@ -118,7 +118,7 @@ def classify_with_sql(
 
     log = _as_log(calls)
     # Temporary objects only: they belong to this block's session and go with it.
-    with hosts.borrowed(hosts.scratch_directory(), []) as con:
+    with hosts.borrowed() as con:
         con.execute("SET TimeZone = 'UTC'")
         # A view over the registered Arrow data: the log is not copied into DuckDB.
         con.register("_log", log.to_arrow())

@@ -83,9 +83,13 @@ def _give_back(host: duckdb.DuckDBPyConnection, attached: list[str], temp_direct
 
 
 @contextlib.contextmanager
-def borrowed(temp_directory: str, attached: list[str]) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A new session on a kept in-memory instance. The caller appends to `attached` each database
-    name it attaches; those are detached when the block ends, whether it ended well or not."""
+def borrowed(temp_directory: str | None = None, attached: list[str] | None = None
+             ) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A new session on a kept in-memory instance, spilling to `temp_directory` (default: the
+    system's temporary folder). A caller that attaches databases appends their names to `attached`;
+    they are detached when the block ends, whether it ended well or not."""
+    temp_directory = temp_directory or scratch_directory()
+    attached = attached if attached is not None else []
     host = _take(temp_directory)
     cursor = host.cursor()
     try:

@@ -43,7 +43,7 @@ def _glob(root: Path, table: str) -> str:
 
 
 def _lake_rows(root: Path, table: str) -> list[tuple]:
-    with hosts.borrowed(hosts.scratch_directory(), []) as con:
+    with hosts.borrowed() as con:
         con.execute("SET TimeZone = 'UTC'")
         select = ", ".join(f'"{c}"' for c in _COLUMNS[table])
         return sorted(con.execute(

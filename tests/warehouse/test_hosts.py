@@ -126,11 +126,11 @@ def test_a_forked_child_keeps_none_of_its_parents_instances(work: Path) -> None:
 
 
 def test_a_block_that_made_tables_of_the_instance_own_hands_them_to_no_one(tmp_path: Path) -> None:
-    with hosts.borrowed(hosts.scratch_directory(), []) as con:
+    with hosts.borrowed() as con:
         con.execute("CREATE TABLE memory.main.left_behind AS SELECT 1 AS x")
         con.execute("CREATE VIEW memory.main.seen_by_all AS SELECT 2 AS y")
     for _ in range(hosts.KEEP + 1):  # every kept host, and a new one
-        with hosts.borrowed(hosts.scratch_directory(), []) as con:
+        with hosts.borrowed() as con:
             made = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'memory'").fetchall()
             assert made == [(0,)]
             assert con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'seen_by_all'").fetchall() == [(0,)]
