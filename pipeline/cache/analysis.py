@@ -635,12 +635,23 @@ def cost_by_cause(
         pl.col("u_in").is_null().alias("unpriced"),
     ).with_columns(
         pl.sum_horizontal("input_usd", "cache_read_usd", "cache_write_5m_usd", "cache_write_1h_usd", "output_usd").alias("spend"),
-    ).collect().lazy()  # priced once: every table below reads the same rows
+    )
+    # Summed once at the finest grain any table below needs (a cell: one cause of one session's
+    # model on one day): every table is then a sum of cells, and no priced copy of ten million
+    # calls is ever held.
+    cells = per_call.group_by("cause", "miss", "session_id", "_model", "_day", "unpriced").agg(
+        pl.len().alias("calls"),
+        *[pl.col(c).sum() for c in ("uncached", "written", "written_1h", "spend", *_SPEND_PARTS, "resent", "lost")],
+        pl.col("split_writes").sum().alias("split_calls"),
+        pl.col("written").filter(pl.col("split_writes")).sum().alias("split_tokens"),
+        pl.col("unsplit_writes").sum().alias("unsplit_calls"),
+        pl.col("written").filter(pl.col("unsplit_writes")).sum().alias("unsplit_tokens"),
+    ).collect().lazy()
     parts = [pl.col(c).sum() for c in _SPEND_PARTS]
     stats = (
-        per_call.group_by("cause")
+        cells.group_by("cause")
         .agg(
-            pl.len().alias("calls"),
+            pl.col("calls").sum(),
             pl.col("uncached").sum().alias("uncached_tokens"),
             pl.col("written").sum().alias("write_tokens"),
             pl.col("written_1h").sum().alias("write_1h_tokens"),
@@ -648,25 +659,26 @@ def cost_by_cause(
             *parts,
             pl.col("resent").sum().alias("resent_tokens"),
             pl.col("lost").sum().alias("lost_usd"),
-            pl.col("unpriced").sum().alias("unpriced_calls"),
+            pl.col("calls").filter(pl.col("unpriced")).sum().alias("unpriced_calls"),
         )
         .with_columns(pl.col("cause").cast(pl.String))
         .collect()
     )
     breakdowns = {
-        name: _spend_rows(per_call, key)
+        name: _spend_rows(cells, key)
         for name, key in (("by_model", pl.col("_model")), ("by_day", pl.col("_day").cast(pl.String)),
                           ("by_session", pl.col("session_id")))
     }
-    writes = per_call.select(
-        pl.col("split_writes").sum().alias("split_calls"),
-        pl.col("written").filter(pl.col("split_writes")).sum().alias("split_tokens"),
+    writes = cells.select(
+        pl.col("split_calls").sum(),
+        pl.col("split_tokens").sum(),
         pl.col("written_1h").sum().alias("tokens_1h"),
-        pl.col("unsplit_writes").sum().alias("unsplit_calls"),
-        pl.col("written").filter(pl.col("unsplit_writes")).sum().alias("unsplit_tokens"),
+        pl.col("unsplit_calls").sum(),
+        pl.col("unsplit_tokens").sum(),
     ).collect().row(0, named=True)
     unpriced = (
-        per_call.filter(pl.col("unpriced")).group_by("_model").agg(pl.len().alias("n")).sort(["n", "_model"], descending=[True, False])
+        cells.filter(pl.col("unpriced")).group_by("_model").agg(pl.col("calls").sum().alias("n"))
+        .sort(["n", "_model"], descending=[True, False])
         .collect()
     )
     empty = {"calls": 0, "uncached_tokens": 0, "write_tokens": 0, "write_1h_tokens": 0, "spend_usd": 0.0, "resent_tokens": 0, "lost_usd": 0.0,
@@ -683,7 +695,7 @@ def cost_by_cause(
         "spend": "list price: uncached input + cache reads + cache writes (5 minutes and 1 hour) + output",
         "total": total,
         **breakdowns,
-        "sessions_priced": int(per_call.select(pl.col("session_id").n_unique()).collect().item()),
+        "sessions_priced": int(cells.select(pl.col("session_id").n_unique()).collect().item()),
         "currency": "USD",
         "provider": "per call: its source's provider, else its model's",
         "fallback_provider": book.fallback_provider,
@@ -715,14 +727,15 @@ _SPEND_PARTS = ("input_usd", "cache_read_usd", "cache_write_5m_usd", "cache_writ
 SPEND_ROWS = 200
 
 
-def _spend_rows(per_call: pl.LazyFrame, key: pl.Expr) -> list[dict[str, Any]]:
+def _spend_rows(cells: pl.LazyFrame, key: pl.Expr) -> list[dict[str, Any]]:
     """List-price spend by part for each value of ``key`` (the SPEND_ROWS largest), with what
     misses lost and the counterfactual: the same calls had every miss read the previous prompt
-    from the cache."""
+    from the cache. ``cells``: the priced calls summed by cause, session, model and day."""
     rows = (
-        per_call.group_by(key.alias("key"))
-        .agg(pl.len().alias("calls"), pl.col("miss").sum().alias("misses"), pl.col("spend").sum().alias("spend_usd"),
-             *[pl.col(c).sum() for c in _SPEND_PARTS], pl.col("lost").sum().alias("lost_usd"))
+        cells.group_by(key.alias("key"))
+        .agg(pl.col("calls").sum(), pl.col("calls").filter(pl.col("miss")).sum().alias("misses"),
+             pl.col("spend").sum().alias("spend_usd"), *[pl.col(c).sum() for c in _SPEND_PARTS],
+             pl.col("lost").sum().alias("lost_usd"))
         .with_columns((pl.col("spend_usd") - pl.col("lost_usd")).alias("counterfactual_usd"))
         .sort("spend_usd", descending=True, nulls_last=True)
         .head(SPEND_ROWS)

@@ -19,10 +19,12 @@ __all__ = ["classify_bare"]
 
 
 def classify_bare(
-    log: pl.DataFrame, *, hit_share: float = rules.HIT_SHARE, ttl: int | None = None, tz: str = rules.DEFAULT_TZ,
+    log: pl.DataFrame | pl.LazyFrame, *, hit_share: float = rules.HIT_SHARE, ttl: int | None = None, tz: str = rules.DEFAULT_TZ,
     openai_ttl: int = rules.OPENAI_TTL_SECONDS,
 ) -> pl.DataFrame:
-    """``log`` has the llm_calls columns of :data:`pipeline.cache.causes._LOG_COLUMNS`."""
+    """``log`` has the llm_calls columns of :data:`pipeline.cache.causes._LOG_COLUMNS`; the result has
+    the cache_calls columns but ``conversation`` (:func:`pipeline.cache.causes.classify` adds it), in
+    (session_id, line_no, at, call_id) order."""
     lf = log.lazy().filter(pl.col("at").is_not_null() & pl.col("session_id").is_not_null())
     lf = lf.sort(["session_id", "line_no", "at", "call_id"], nulls_last=True)
     same = pl.col("session_id") == pl.col("session_id").shift(1)
@@ -64,21 +66,29 @@ def classify_bare(
         & pl.col("cache_write_1h_tokens").is_not_null() & pl.col("prev_write_1h").is_not_null()
         & ((pl.col("cache_write_1h_tokens") > 0) != (pl.col("prev_write_1h") > 0))
     )
+    # Built in its Enum from the start: casting ten million strings afterwards costs gigabytes.
+    causes = pl.Enum(rules.CAUSES)
+
+    def is_(name: str) -> pl.Expr:
+        return pl.lit(name, dtype=causes)
+
     cause = (
-        pl.when(first).then(pl.lit("cold_start"))
-        .when(read >= hit_share * pl.col("prev_prompt").fill_null(0)).then(pl.lit("hit"))
-        .when(~pl.col("cache_reported")).then(pl.lit("no_cache_reported"))
-        .when(pl.col("gap_s") > pl.col("ttl_s")).then(pl.lit("ttl_expiry"))
-        .when(pl.col("prompt_tokens") < 0.5 * pl.col("prev_prompt")).then(pl.lit("compaction"))
+        pl.when(first).then(is_("cold_start"))
+        .when(read >= hit_share * pl.col("prev_prompt").fill_null(0)).then(is_("hit"))
+        .when(~pl.col("cache_reported")).then(is_("no_cache_reported"))
+        .when(pl.col("gap_s") > pl.col("ttl_s")).then(is_("ttl_expiry"))
+        .when(pl.col("prompt_tokens") < 0.5 * pl.col("prev_prompt")).then(is_("compaction"))
         .when(pl.col("model").is_not_null() & pl.col("prev_model").is_not_null() & (pl.col("model") != pl.col("prev_model")))
-        .then(pl.lit("model_switch"))
-        .when(tier_switch).then(pl.lit("ttl_tier_switch"))
-        .when(named | moved).then(pl.lit("date_change"))
-        .otherwise(pl.lit("prefix_change"))
+        .then(is_("model_switch"))
+        .when(tier_switch).then(is_("ttl_tier_switch"))
+        .when(named | moved).then(is_("date_change"))
+        .otherwise(is_("prefix_change"))
     )
     lf = lf.with_columns(cause.alias("cause"))
-    return lf.select(
-        "call_id", "source", "session_id", pl.col("session_id").alias("conversation"), "line_no", "at", "model",
+    columns = lf.select(
+        # No `conversation` column: in a bare log it is the session, and the caller adds it as the
+        # same column once the frame is final (a copy of ten million ids otherwise).
+        "call_id", "source", "session_id", "line_no", "at", "model",
         pl.lit(None, dtype=pl.String).alias("harness"), pl.lit(None, dtype=pl.String).alias("harness_version"),
         "prompt_tokens", "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens", "completion_tokens",
         "prev_call_id", "prev_line", "prev_prompt", "gap_s", "ttl_s",
@@ -91,7 +101,21 @@ def classify_bare(
         (~first & moved.fill_null(False)).alias("crossing"),
         (~first & (pl.col("gap_s") <= pl.col("ttl_s"))).fill_null(False).alias("continuation"),
         pl.lit(True).alias("date_in_system"), "changed_sections", "true_cause",
-    ).collect()
+    ).collect().get_columns()
+    return _one_chunk(columns)
+
+
+def _one_chunk(columns: list[pl.Series]) -> pl.DataFrame:
+    """A frame of ``columns`` (taken over: the list is emptied), each in one chunk.
+
+    The sort leaves columns in hundreds of chunks that do not line up, and polars then copies the
+    whole frame into single chunks before every query that reads it: with ten million calls, two
+    gigabytes more for each figure of the report. Done once here, a column at a time, the old
+    chunks of each go as soon as its copy exists, so the peak is the frame plus one column."""
+    done: list[pl.Series] = []
+    while columns:
+        done.append(columns.pop(0).rechunk())
+    return pl.DataFrame(done)
 
 
 def _polars_zone(tz: str) -> str:

@@ -76,16 +76,17 @@ def parse_version(text: str | None) -> tuple[tuple[int, ...], int, str] | None:
     return numbers, (0 if rest else 1), rest
 
 
-def _as_log(frame: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    """Any llm_calls-shaped frame with the columns the statement reads, in its types."""
+def _as_log(frame: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
+    """Any llm_calls-shaped frame with the columns the statement reads, in its types (still lazy:
+    the bare path sorts it as it is read, so the unsorted copy is never held beside the sorted)."""
     lf = frame.lazy()
     names = lf.collect_schema().names()
     exprs = [
         (pl.col(name).cast(dtype) if name in names else pl.lit(None, dtype=dtype)).alias(name)
         for name, dtype in _LOG_COLUMNS.items()
     ]
-    out = lf.select(exprs).collect()
-    if out["call_id"].null_count():
+    out = lf.select(exprs)
+    if "call_id" not in names or out.select(pl.col("call_id").null_count()).collect().item():
         # A log without ids still needs one per row for the window's tie-break.
         out = out.with_columns(pl.coalesce("call_id", pl.format("row:{}", pl.int_range(pl.len()))).alias("call_id"))
     return out
@@ -102,7 +103,15 @@ def classify(
     the vectorised twin of the SQL (:mod:`pipeline.cache.bare_log`)."""
     from pipeline.cache.bare_log import classify_bare
 
-    return _finish(classify_bare(_as_log(calls), hit_share=hit_share, ttl=ttl_seconds, tz=tz))
+    # The repeated names go into their categorical types before the sort, which then moves
+    # four bytes a row for each instead of a string.
+    log = _as_log(calls).with_columns(pl.col("model", "source", "true_cause").cast(pl.Categorical))
+    out = classify_bare(log, hit_share=hit_share, ttl=ttl_seconds, tz=tz)
+    # Sorted by (session_id, line_no, at, call_id): without line numbers that is already the
+    # order _finish gives, and a second sort would copy every column for nothing.
+    ordered = out["line_no"].null_count() == out.height
+    out = _finish(out, ordered=ordered)
+    return out.insert_column(out.get_column_index("session_id") + 1, out["session_id"].alias("conversation"))
 
 
 def classify_with_sql(
@@ -121,7 +130,7 @@ def classify_with_sql(
     with hosts.borrowed() as con:
         con.execute("SET TimeZone = 'UTC'")
         # A view over the registered Arrow data: the log is not copied into DuckDB.
-        con.register("_log", log.to_arrow())
+        con.register("_log", log.collect().to_arrow())
         con.execute("CREATE TEMP VIEW llm_calls AS SELECT * FROM _log")
         con.execute(
             "CREATE TEMP TABLE sessions (session_id VARCHAR, format VARCHAR, path VARCHAR, first_at TIMESTAMPTZ, "
@@ -170,14 +179,17 @@ def _run(con: object, *, hit_share: float, ttl_seconds: int | None, tz: str) -> 
     return _finish(frame(con, cache_calls.classify_sql(), params))  # type: ignore[arg-type]
 
 
-def _finish(out: pl.DataFrame) -> pl.DataFrame:
-    return out.with_columns(
+def _finish(out: pl.DataFrame, *, ordered: bool = False) -> pl.DataFrame:
+    """Types and order of a classified frame; ``ordered``: the rows already run by (session_id,
+    at, call_id)."""
+    out = out.with_columns(
         pl.col("cause").cast(pl.Enum(CAUSES)),
         pl.col("cause").is_in(MISS_CAUSES).alias("miss"),
         pl.col("model").cast(pl.Categorical),
         pl.col("source").cast(pl.Categorical),
         pl.col("true_cause").cast(pl.Categorical),
-    ).sort(["session_id", "at", "call_id"])
+    )
+    return out if ordered else out.sort(["session_id", "at", "call_id"])
 
 
 def with_period(
@@ -185,13 +197,17 @@ def with_period(
 ) -> pl.DataFrame:
     """Add ``period`` (before | cutover | after, null when the call has no side)."""
     periods = pl.Enum(("before", "cutover", "after"))
+
+    def side(name: str) -> pl.Expr:  # in its Enum from the start, not ten million strings cast
+        return pl.lit(name, dtype=periods)
+
     if cutover is not None and cutover_version is not None:
         raise UsageError("give --cutover or --cutover-version, not both")
     if cutover is not None:
         expr = (
-            pl.when(pl.col("local_date") < cutover).then(pl.lit("before"))
-            .when(pl.col("local_date") > cutover).then(pl.lit("after"))
-            .otherwise(pl.lit("cutover"))
+            pl.when(pl.col("local_date") < cutover).then(side("before"))
+            .when(pl.col("local_date") > cutover).then(side("after"))
+            .otherwise(side("cutover"))
         )
     elif cutover_version is not None:
         threshold = parse_version(cutover_version.version)
@@ -200,11 +216,11 @@ def with_period(
         before = [v for v in versions if v not in after and parse_version(v) is not None]
         same = pl.col("harness") == cutover_version.harness
         expr = (
-            pl.when(same & pl.col("harness_version").is_in(after)).then(pl.lit("after"))
-            .when(same & pl.col("harness_version").is_in(before)).then(pl.lit("before"))
-            .otherwise(pl.lit(None, dtype=pl.String))
+            pl.when(same & pl.col("harness_version").is_in(after)).then(side("after"))
+            .when(same & pl.col("harness_version").is_in(before)).then(side("before"))
+            .otherwise(pl.lit(None, dtype=periods))
         )
     else:
         # No cutover: every call is on the before side (rates and causes, no effect).
-        expr = pl.lit("before")
-    return classified.with_columns(expr.cast(periods).alias("period"))
+        expr = side("before")
+    return classified.with_columns(expr.alias("period"))

@@ -64,3 +64,17 @@ def test_the_twin_agrees_with_the_sql(rows: list[dict]) -> None:
        st.sampled_from([0.5, 0.8, 0.95]))
 def test_the_twin_agrees_under_other_thresholds(rows: list[dict], ttl: int | None, tz: str, hit_share: float) -> None:
     _compare(_frame(rows), ttl_seconds=ttl, tz=tz, hit_share=hit_share)
+
+
+def test_the_twin_gives_the_sql_columns_in_their_order_each_in_one_chunk() -> None:
+    rows = [{"session": s, "step_s": 30, "model": "m1", "prompt": 1000, "read_share": 0.9, "write": 100, "write_1h": 0,
+             "source": "simulated", "date_named": False, "line": None} for s in ("b", "a", "b", "a")]
+    # Two frames glued together: the input arrives in several chunks, as a scanned file does.
+    frame = pl.concat([_frame(rows[:2]), _frame(rows[2:]).with_columns(pl.col("call_id") + "x")], rechunk=False)
+    vectorised = causes.classify(frame)
+    sql = causes.classify_with_sql(frame)
+    assert vectorised.columns == sql.columns
+    assert vectorised.schema == sql.schema
+    assert set(vectorised.n_chunks("all")) == {1}
+    assert vectorised["conversation"].to_list() == vectorised["session_id"].to_list() == ["a", "a", "b", "b"]
+    assert vectorised.select("session_id", "at", "call_id").equals(sql.select("session_id", "at", "call_id"))
