@@ -35,7 +35,9 @@ PROBE = textwrap.dedent("""
         "user_module": ip.user_ns.get("__name__"), "mpl": os.environ.get("MPLBACKEND"),
         "stdin": os.path.realpath("/proc/self/fd/0"), "umask": os.umask(0o22),
         "preloaded": "duckdb" in sys.modules and "pipeline.consolidator.batch" in sys.modules,
+        "debugger": getattr(ip.kernel, "debugger", None) is not None, "debugpy_loaded": "debugpy" in sys.modules,
     }))
+    import debugpy  # still importable by a notebook's own code
 """)
 
 
@@ -81,6 +83,10 @@ def test_a_warm_kernel_is_started_as_papermill_would_have_started_it(
         seen[kind] = json.loads(out.read_text())
     warm, cold = seen["warm"], seen["cold"]
     assert warm["preloaded"] and not cold["preloaded"]
+    # A forked kernel starts without a debugger (nothing in a papermill run can attach one) and so
+    # never imports debugpy as it starts; one started cold has it.
+    assert (warm["debugger"], warm["debugpy_loaded"]) == (False, False)
+    assert (cold["debugger"], cold["debugpy_loaded"]) == (True, True)
     for probe in (warm, cold):
         # its parent is the papermill process, which is what it watches; it leads a session of its own
         assert probe["jpy_parent"] == str(probe["ppid"]) and probe["parent_handle"] == probe["ppid"]
