@@ -37,6 +37,7 @@ still running then go on alone, as a `Popen` child of a driver that died would.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -396,6 +397,7 @@ _warm_kernels = False
 
 def main() -> int:
     global _warm_kernels
+    gc.disable()  # until the imports are done and frozen below: they make nothing to collect
     import papermill.cli  # noqa: F401  (imported once here, for every child)
 
     if os.environ.get(_NO_NBCONVERT) != "1":
@@ -411,6 +413,11 @@ def main() -> int:
     if _threads() != 1:
         _say({"ready": False, "why": f"the server has {_threads()} threads after its imports; forking is not safe"})
         return 0
+    # What was imported above lives as long as every child: frozen, it is never traversed again by
+    # a child's collections (a kernel runs a full one as it exits), nor are its pages written to,
+    # and so copied, by them.
+    gc.freeze()
+    gc.enable()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 # What a kernel can tell about how it was started; a cold and a warm kernel must agree on all of it
 # but the process ids and the modules already imported.
 PROBE = textwrap.dedent("""
-    import json, os, pathlib, signal, sys, warnings
+    import gc, json, os, pathlib, signal, sys, warnings
     ip = get_ipython()
     app = ip.kernel.parent
     pathlib.Path(out).write_text(json.dumps({
@@ -36,6 +36,7 @@ PROBE = textwrap.dedent("""
         "stdin": os.path.realpath("/proc/self/fd/0"), "umask": os.umask(0o22),
         "preloaded": "duckdb" in sys.modules and "pipeline.consolidator.batch" in sys.modules,
         "debugger": getattr(ip.kernel, "debugger", None) is not None, "debugpy_loaded": "debugpy" in sys.modules,
+        "gc_enabled": gc.isenabled(), "gc_threshold": list(gc.get_threshold()), "frozen": gc.get_freeze_count(),
     }))
     import debugpy  # still importable by a notebook's own code
 """)
@@ -87,13 +88,17 @@ def test_a_warm_kernel_is_started_as_papermill_would_have_started_it(
     # never imports debugpy as it starts; one started cold has it.
     assert (warm["debugger"], warm["debugpy_loaded"]) == (False, False)
     assert (cold["debugger"], cold["debugpy_loaded"]) == (True, True)
+    # The server's imports are frozen out of the collector (a warm kernel's collections skip them),
+    # and the collector runs in the kernel as in a cold one.
+    assert warm["frozen"] > 10_000 and cold["frozen"] == 0 and warm["gc_enabled"]
     for probe in (warm, cold):
         # its parent is the papermill process, which is what it watches; it leads a session of its own
         assert probe["jpy_parent"] == str(probe["ppid"]) and probe["parent_handle"] == probe["ppid"]
         assert probe["sid"] == probe["pid"] == probe["pgid"]
         assert probe["cwd"] == str(tmp_path / "work")
     assert warm["probe"] == "warm" and cold["probe"] == "cold"
-    same = ("cwd", "path0", "cwd_on_path", "argv0", "argv", "signals", "user_module", "mpl", "umask")
+    same = ("cwd", "path0", "cwd_on_path", "argv0", "argv", "signals", "user_module", "mpl", "umask", "gc_enabled",
+            "gc_threshold")
     assert {k: warm[k] for k in same} == {k: cold[k] for k in same}
     # The waiting child does not outlive its papermill process.
     with pytest.raises(ProcessLookupError):
