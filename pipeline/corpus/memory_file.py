@@ -24,6 +24,7 @@ from pipeline.consolidator.contract import (
     clean_block,
     one_line,
 )
+from pipeline.corpus import front_matter
 from pipeline.secrets.redact import find_secrets
 
 __all__ = ["QUOTE_LEAK_MIN", "MemoryDoc", "clean_block", "gate", "memory_id", "one_line", "parse", "path_for",
@@ -99,7 +100,7 @@ def parse(text: str) -> MemoryDoc:
     if not text.startswith("---\n"):
         raise ValueError("no front matter")
     fm_text, _, body = text[4:].partition("\n---\n\n")
-    data = yaml.safe_load(fm_text)
+    data = front_matter.load(fm_text)
     title, _, rest = body.partition("\n")
     if not title.startswith("# "):
         raise ValueError("no claim heading")

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pipeline.consolidator.contract import Commitment
 from pipeline.consolidator.rules.commitments import tidy_statement
-from pipeline.corpus import dedupe
+from pipeline.corpus import dedupe, front_matter
 from pipeline.corpus.memory_file import slugify
 from pipeline.secrets.gate import SecretSet
 from pipeline.secrets.redact import redact
@@ -71,7 +71,7 @@ def render(doc: TaskDoc) -> str:
 
 def parse(text: str) -> TaskDoc:
     fm_text = text[4:].partition("\n---\n")[0]
-    return TaskDoc(**yaml.safe_load(fm_text))
+    return TaskDoc(**front_matter.load(fm_text))
 
 
 def load_all(root: Path) -> list[tuple[Path, TaskDoc]]:
