@@ -21,7 +21,7 @@ from tests.helpers import REPO, SAMPLES, built_once, copy_samples
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     # Once the test modules and what they import are loaded, they live for the whole run: frozen,
-    # the collector's full passes (which walk every tracked object) skip them. A worker spent 4-7 %
+    # the collector's full passes (which walk every tracked object) skip them. A worker spent 2-7 %
     # of its time in those passes, most of it walking these.
     gc.collect()
     gc.freeze()
