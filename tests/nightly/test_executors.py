@@ -23,7 +23,7 @@ from pipeline.nightly import executors
 from pipeline.nightly.executors import BatchJob, BatchRun, DaskExecutor, run_notebook
 from pipeline.warehouse import db
 from tests.helpers import REPO, SAMPLES
-from tests.nightly.test_nightly import memory_files, nightly
+from tests.nightly.test_nightly import memory_files, nightly, nightly_command
 
 pytestmark = pytest.mark.slow
 DASK = str(Path(sys.executable).with_name("dask"))
@@ -106,13 +106,24 @@ def sleeping_runner(job: BatchJob, out_dir: Path, on_start: Callable[[int], None
 
 
 def test_a_night_on_dask_gives_the_corpus_of_a_local_night(tmp_path: Path, cluster: Cluster) -> None:
-    cluster.start_worker("w1")
-    cluster.start_worker("w2")
-    cluster.wait_for_workers(2)
     local, remote = tmp_path / "local", tmp_path / "dask"
-    out_local = nightly(local, "--max-sessions", "3", timeout=600)
-    assert out_local.returncode == 0, out_local.stderr
-    out_dask = nightly(remote, "--max-sessions", "3", "--executor", "dask", "--scheduler", cluster.address, timeout=600)
+    # The local night runs while the workers start and register (seconds of waiting on them), and
+    # beside the Dask night: the two write to separate folders.
+    cmd, env = nightly_command(local, "--max-sessions", "3")
+    local_log = tmp_path / "local-night.log"  # a file, not a pipe nobody reads while the Dask night runs
+    with local_log.open("w") as log:
+        local_night = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        cluster.start_worker("w1")
+        cluster.start_worker("w2")
+        cluster.wait_for_workers(2)
+        out_dask = nightly(remote, "--max-sessions", "3", "--executor", "dask", "--scheduler", cluster.address, timeout=600)
+        local_night.wait(timeout=600)
+    finally:
+        if local_night.poll() is None:
+            local_night.kill()
+            local_night.wait()
+    assert local_night.returncode == 0, local_log.read_text()
     assert out_dask.returncode == 0, out_dask.stderr
     result = json.loads(out_dask.stdout)
     assert len(result["batches"]) >= 3 and result["pendingAfter"] == 0

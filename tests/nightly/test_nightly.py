@@ -28,8 +28,9 @@ EXPECTED = json.loads((SAMPLES / "expected.json").read_text())
 LEDGER = sorted(s["sessionId"] for s in EXPECTED["sessions"] if s["slug"] == "-home-ana-src-ledger-sync-v2" and s["lines"])
 
 
-def nightly(tmp: Path, *extra: str, crash_at: str | None = None, report: bool = False,
-            timeout: float = 180, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def nightly_command(tmp: Path, *extra: str, crash_at: str | None = None, report: bool = False,
+                    env_extra: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of a night on the samples into `tmp`."""
     env = {k: v for k, v in os.environ.items() if k not in ("PIPELINE_CRASH_AT", "OPENAI_API_KEY")}
     env.update(env_extra or {})
     if crash_at:
@@ -38,6 +39,12 @@ def nightly(tmp: Path, *extra: str, crash_at: str | None = None, report: bool = 
            "--db", str(tmp / "w.duckdb"), "--corpus", str(tmp / "corpus"), "--runs", str(tmp / "runs"), *extra]
     if not report:
         cmd.append("--no-report")
+    return cmd, env
+
+
+def nightly(tmp: Path, *extra: str, crash_at: str | None = None, report: bool = False,
+            timeout: float = 180, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    cmd, env = nightly_command(tmp, *extra, crash_at=crash_at, report=report, env_extra=env_extra)
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
