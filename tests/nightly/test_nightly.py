@@ -150,9 +150,9 @@ def test_interrupted_night_then_rerun_gives_the_same_corpus(tmp_path: Path, refe
 
 @pytest.mark.parametrize("delay", [1.0, 2.5, 4.0])
 def test_kill_9_of_the_driver_and_its_batches_then_rerun(tmp_path: Path, reference, delay: float) -> None:
-    cmd = [sys.executable, "-m", "pipeline", "nightly", "--source", str(SAMPLES), "--engine", "rules", "--no-report",
-           "--db", str(tmp_path / "w.duckdb"), "--corpus", str(tmp_path / "corpus"), "--runs", str(tmp_path / "runs")]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    cmd, env = nightly_command(tmp_path)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     time.sleep(delay)
     lock = lock_path(tmp_path / "w.duckdb")
     groups = []
