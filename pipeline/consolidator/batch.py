@@ -179,7 +179,7 @@ def run_batch(
     session_ids: str | Sequence[str],
     *,
     db: str | Path | None = None,
-    batch_input: str | os.PathLike[str] | None = None,
+    batch_input: str | os.PathLike[str] | BatchInput | None = None,
     engine: str = "auto",
     model: str | None = None,
     base_url: str | None = None,
@@ -199,7 +199,8 @@ def run_batch(
     `engine` is auto or a name of `pipeline.consolidator.engine.ENGINES` (built in: rules, openai;
     auto: openai when OPENAI_API_KEY is set, else rules).
     `model`, `base_url` and the key fall back to PIPELINE_MODEL, OPENAI_BASE_URL and
-    OPENAI_API_KEY. `batch_input` is the folder the nightly planner wrote the batch's input to; without
+    OPENAI_API_KEY. `batch_input` is the folder the nightly planner wrote the batch's input to (or that
+    folder as `prepare_input` loaded it, whose views are then built once for both); without
     it the sessions are copied from the warehouse `db` into `<out_dir>/input/` first, and only then is
     the batch run (from that copy). `out_dir` is the batch folder itself; by default it is
     `<runs>/<YYYY-MM-DD>/<run-id>/<batch-id>/`. `budgets` is a Budgets or a mapping of its fields
@@ -267,17 +268,18 @@ def prepare_input(
     session_ids: str | Sequence[str],
     *,
     db: str | Path | None = None,
-    batch_input: str | os.PathLike[str] | None = None,
+    batch_input: str | os.PathLike[str] | BatchInput | None = None,
     out_dir: str | os.PathLike[str] | None = None,
 ) -> BatchInput:
-    """The batch's input: the folder `batch_input` (as the nightly planner wrote it), or else a copy of
-    the sessions taken from the warehouse `db` into `<out_dir>/input/` now.
+    """The batch's input: the folder `batch_input` (as the nightly planner wrote it, or already loaded
+    as a BatchInput), or else a copy of the sessions taken from the warehouse `db` into
+    `<out_dir>/input/` now.
 
     Sessions the input or the warehouse does not hold are refused (UsageError) before anything is written.
     """
     ids = parse_session_ids(session_ids)
     if batch_input is not None:
-        source = BatchInput.load(batch_input)
+        source = batch_input if isinstance(batch_input, BatchInput) else BatchInput.load(batch_input)
         source.check(ids)
         return source
     if out_dir is None:

@@ -121,6 +121,24 @@ def test_a_batch_runs_from_its_input_with_no_warehouse_anywhere(linked: Path, so
     assert not gone.exists()
 
 
+def test_a_loaded_input_runs_the_batch_on_the_views_it_already_built(source: BatchInput, tmp_path: Path) -> None:
+    alone = tmp_path / "alone"
+    shutil.copytree(source.folder, alone / "input")
+    by_folder = run_batch([A1, A2], batch_input=alone / "input", engine="rules", out_dir=tmp_path / "a",
+                          run_id="r", batch_id="b")
+    loaded = BatchInput.load(alone / "input")
+    with loaded.reading() as con:  # as the notebook's manifest cell reads it first
+        views = con.execute("SELECT count(*) FROM lines").fetchall()
+    built = loaded.__dict__["_views"]
+    by_object = run_batch([A1, A2], batch_input=loaded, engine="rules", out_dir=tmp_path / "b",
+                          run_id="r", batch_id="b")
+    assert by_object.accepted and by_object.answer == by_folder.answer
+    assert by_object.manifest.sessions == by_folder.manifest.sessions
+    assert loaded.__dict__["_views"] is built and views[0][0] > 0  # one views database for both
+    with pytest.raises(UsageError, match="not in the batch input"):
+        run_batch([A1, "nope"], batch_input=loaded, engine="rules", out_dir=tmp_path / "c")
+
+
 def test_the_consolidate_verb_reads_an_input_folder(source: BatchInput, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["consolidate", "--input", str(source.folder), "--engine", "rules", "--out", str(tmp_path / "b"),

@@ -205,3 +205,39 @@ def test_a_dask_workers_batches_share_one_server_per_night(tmp_path: Path, monke
     assert first._proc.wait(timeout=30) is not None
     assert list(papermill_server._for_runs) == ["20261202T000000Z-night2"]
     papermill_server._for_runs["20261202T000000Z-night2"].close()
+
+
+def test_cell_boundaries_write_the_notebook_at_most_every_second_and_a_failure_at_once(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import datetime as dt
+
+    from papermill import engines
+
+    monkeypatch.setattr(engines, "NotebookExecutionManager", engines.NotebookExecutionManager)  # restored after
+    writes: list[list[str]] = []
+    monkeypatch.setattr(engines, "write_ipynb",
+                        lambda nb, path: writes.append([c.metadata.papermill["status"] for c in nb.cells]))
+    papermill_server._save_cells_at_most_every(1.0)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(str(i)) for i in range(4)])
+    nb.metadata["papermill"] = {}
+    manager = engines.NotebookExecutionManager(nb, output_path=str(tmp_path / "out.ipynb"), progress_bar=False)
+    clock = [dt.datetime(2026, 12, 3, tzinfo=dt.UTC)]
+    monkeypatch.setattr(manager, "now", lambda: clock[0])
+
+    manager.notebook_start()
+    assert writes == [["pending"] * 4]  # the start is written at once
+    for i in (0, 1):  # quick cells: nothing written between them
+        manager.cell_start(nb.cells[i], i)
+        manager.cell_complete(nb.cells[i], i)
+    assert len(writes) == 1
+    clock[0] += dt.timedelta(seconds=1.5)
+    manager.cell_start(nb.cells[2], 2)  # a second has passed: written
+    assert writes[-1] == ["completed", "completed", "running", "pending"]
+    manager.cell_complete(nb.cells[2], 2)
+    manager.cell_start(nb.cells[3], 3)
+    assert len(writes) == 2
+    manager.cell_exception(nb.cells[3], 3)
+    manager.cell_complete(nb.cells[3], 3)  # a failed cell is written at once
+    assert writes[-1] == ["completed", "completed", "completed", "failed"]
+    manager.notebook_complete()  # and so is the end
+    assert len(writes) == 4 and writes[-1] == writes[-2]
