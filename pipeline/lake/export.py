@@ -173,6 +173,15 @@ class _Export:
         self.disk: dict[str, dict[str, list[str]]] = {}
         self.dirty: dict[str, set[str]] = defaultdict(set)
         self._delta_views = False
+        self._column_lists: dict[tuple[str, tuple[str, ...]], str] = {}
+
+    def columns(self, table: str, *, leave_out: tuple[str, ...] = ()) -> str:
+        """`_columns` of a table, asked of DuckDB once per export: describing a view binds its whole
+        query, about 5 ms, and `lines` is asked about once for every partition written."""
+        key = (table, leave_out)
+        if key not in self._column_lists:
+            self._column_lists[key] = _columns(self.con, table, leave_out=leave_out)
+        return self._column_lists[key]
 
     # -- the lake as it is ----------------------------------------------------------------------
     def reconcile(self) -> None:
@@ -313,7 +322,7 @@ class _Export:
                 continue
             ids = by_part.get(part, [])
             written = self._copy(
-                "sessions", f"SELECT {_columns(self.con, 'sessions')} FROM sessions WHERE session_id IN ({_marks(ids)}) "
+                "sessions", f"SELECT {self.columns('sessions')} FROM sessions WHERE session_id IN ({_marks(ids)}) "
                 f"ORDER BY {_ORDER['sessions']}", ids, row_groups=False,
             ) if ids else None
             self._replace("sessions", part, [written] if written else [], fingerprint)
@@ -324,7 +333,7 @@ class _Export:
         source = table if todo is None else f"{DELTA}.main.{table}"
         if todo is not None and table == SESSION_TABLES[0]:
             self._stage_delta(ids, todo)
-        sql = (f"SELECT {_columns(self.con, source)} FROM {source} WHERE session_id IN ({_marks(ids)}) "
+        sql = (f"SELECT {self.columns(source)} FROM {source} WHERE session_id IN ({_marks(ids)}) "
                "ORDER BY session_id, line_no")
         return self._copy(table, sql, list(ids), row_groups=True)
 
@@ -364,7 +373,7 @@ class _Export:
         ).fetchall()
         prints = {partition(src, day): (src, day, f"{n}:{h:x}") for src, day, n, h in rows}
         known = self.new.table("llm_calls")
-        cols = _columns(self.con, "llm_calls", leave_out=("source",))
+        cols = self.columns("llm_calls", leave_out=("source",))
         for part in sorted(set(prints) | set(known)):
             dirty = part in self.dirty["llm_calls"]
             if not (self.in_scope(_day_of(part)) or dirty):
@@ -392,7 +401,7 @@ class _Export:
                 continue
             if not n and "" not in known and not self.disk.get(table):
                 continue
-            sql = f"SELECT {_columns(self.con, table)} FROM {table} ORDER BY {_ORDER[table]}"
+            sql = f"SELECT {self.columns(table)} FROM {table} ORDER BY {_ORDER[table]}"
             written = self._copy(table, sql, [], row_groups=False)
             self._replace(table, "", [written] if written else [], fingerprint)
 
