@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.consolidator.contract import Commitment
-from pipeline.consolidator.rules.commitments import tidy_statement
+from pipeline.consolidator.rules.statements import tidy_statement
 from pipeline.corpus import dedupe, front_matter
 from pipeline.corpus.memory_file import slugify
 from pipeline.secrets.gate import SecretSet

@@ -17,7 +17,7 @@ from pipeline.consolidator.batch_input import BatchInput, snapshot
 from pipeline.consolidator.context import BatchContext, Recorder
 from pipeline.consolidator.contract import check_answer
 from pipeline.consolidator.quotes import WarehouseQuotes
-from pipeline.consolidator.rules.commitments import Message, find_commitments, sentences, tidy_statement
+from pipeline.consolidator.rules.commitments import Message, find_commitments, sentences
 from pipeline.consolidator.rules.engine import build_answer, run_rules
 from pipeline.consolidator.rules.error_shapes import (
     ToolResult,
@@ -28,6 +28,7 @@ from pipeline.consolidator.rules.error_shapes import (
     find_error_patterns,
     normalise,
 )
+from pipeline.consolidator.rules.statements import tidy_statement
 from pipeline.warehouse import db
 from tests.helpers import SAMPLES
 
