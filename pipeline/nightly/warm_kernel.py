@@ -40,15 +40,16 @@ from typing import Any
 __all__ = ["PRELOAD", "Waiting", "preload", "prepare"]
 
 # What the kernel of the consolidate notebook imports, imported once by the server: ipykernel and
-# IPython for the kernel itself, then the notebook's own imports and the engine it runs. Not polars
-# (nor `notebook_views`, which imports it): its import starts threads (jemalloc's, and its
-# out-of-core cleaner), and a process with threads must not fork. Each kernel imports it itself.
+# IPython for the kernel itself, then the notebook's own imports and the engine it runs. Never polars:
+# its import starts threads (jemalloc's, and its out-of-core cleaner), and a process with threads
+# must not fork. The notebook does not need it (`notebook_views`).
 PRELOAD = (
     "ipykernel.kernelapp",
     "ipykernel.ipkernel",
     "ipykernel.zmqshell",
     "duckdb",
     "pipeline.consolidator.batch",
+    "pipeline.consolidator.notebook_views",
     "pipeline.consolidator.rules.engine",
 )
 
