@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.consolidator import pending
 from pipeline.warehouse import db
-from tests.helpers import REPO, SAMPLES, copy_samples, write_jsonl
+from tests.helpers import REPO, SAMPLES, built_once, copy_samples, write_jsonl
 
 pytestmark = pytest.mark.slow
 
@@ -85,41 +85,53 @@ def every_session_watermarked(wh: Path) -> None:
     assert marked == set(WITH_LINES)
 
 
-def test_a_night_while_a_reader_holds_the_warehouse_open(tmp_path: Path, samples_warehouse: Path) -> None:
-    wh = ingest_samples(tmp_path, samples_warehouse)
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(wh)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
-    try:
-        assert reader.stdin and reader.stdout and reader.stdout.readline().strip() == "open"
-        night = subprocess.run(nightly_cmd(tmp_path), cwd=REPO, env=env(), capture_output=True, text=True, timeout=300)
-        assert night.returncode == 0, night.stderr[-3000:]
-        result = json.loads(night.stdout)
-        assert result["batches"] and {b["status"] for b in result["batches"]} == {"applied"}
-        assert result["report"]  # the report read the warehouse too
-        reader.stdin.write("SELECT count(*) FROM watermarks\n")
-        reader.stdin.flush()
-        assert reader.stdout.readline().strip() == "0"  # all night long, the state it opened
-        assert reader.poll() is None
-    finally:
-        reader.kill()
-        reader.wait()
-    every_session_watermarked(wh)  # a new connection sees the night
+@pytest.fixture(scope="module")
+def night_among_readers(tmp_path_factory: pytest.TempPathFactory, samples_warehouse: Path) -> dict:
+    """One night with its report, run once for the test run, while a reader holds the warehouse open and
+    another asks it what an analyst would in a loop: what each of them saw, for the two tests below."""
+
+    def build(tmp: Path) -> dict:
+        wh = ingest_samples(tmp, samples_warehouse)
+        stop = tmp / "stop"
+        holder = subprocess.Popen([sys.executable, "-c", READER, str(wh)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        loop = subprocess.Popen([sys.executable, "-c", LOOP, str(wh), str(stop), WITH_LINES[0]], cwd=REPO, env=env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdin and holder.stdout and holder.stdout.readline().strip() == "open"
+            night = subprocess.run(nightly_cmd(tmp), cwd=REPO, env=env(), capture_output=True, text=True, timeout=300)
+            holder.stdin.write("SELECT count(*) FROM watermarks\n")
+            holder.stdin.flush()
+            held = holder.stdout.readline().strip()
+            holder_alive = holder.poll() is None
+        finally:
+            stop.touch()
+            out, err = loop.communicate(timeout=120)
+            holder.kill()
+            holder.wait()
+        return {"wh": str(wh), "code": night.returncode, "stdout": night.stdout, "stderr": night.stderr[-3000:],
+                "held": held, "holderAlive": holder_alive, "loop": out.strip().splitlines()[-1], "loopErr": err[-2000:]}
+
+    return built_once(tmp_path_factory, "night-among-readers", build)
 
 
-def test_readers_in_a_loop_during_a_night_never_fail(tmp_path: Path, samples_warehouse: Path) -> None:
-    wh = ingest_samples(tmp_path, samples_warehouse)
-    stop = tmp_path / "stop"
-    loop = subprocess.Popen([sys.executable, "-c", LOOP, str(wh), str(stop), WITH_LINES[0]], cwd=REPO, env=env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        night = subprocess.run(nightly_cmd(tmp_path), cwd=REPO, env=env(), capture_output=True, text=True, timeout=300)
-    finally:
-        stop.touch()
-        out, err = loop.communicate(timeout=120)
-    assert night.returncode == 0, night.stderr[-3000:]
-    summary = json.loads(out.strip().splitlines()[-1])
-    assert summary["failures"] == [] and summary["queries"] >= 4, (summary, err[-2000:])
-    every_session_watermarked(wh)
+def test_a_night_while_a_reader_holds_the_warehouse_open(night_among_readers: dict) -> None:
+    night = night_among_readers
+    assert night["code"] == 0, night["stderr"]
+    result = json.loads(night["stdout"])
+    assert result["batches"] and {b["status"] for b in result["batches"]} == {"applied"}
+    assert result["report"]  # the report read the warehouse too
+    assert night["held"] == "0"  # all night long, the state it opened
+    assert night["holderAlive"]
+    every_session_watermarked(Path(night["wh"]))  # a new connection sees the night
+
+
+def test_readers_in_a_loop_during_a_night_never_fail(night_among_readers: dict) -> None:
+    night = night_among_readers
+    assert night["code"] == 0, night["stderr"]
+    summary = json.loads(night["loop"])
+    assert summary["failures"] == [] and summary["queries"] >= 4, (summary, night["loopErr"])
+    every_session_watermarked(Path(night["wh"]))
 
 
 def test_an_ingest_during_the_night_runs_while_the_batches_do(tmp_path: Path, samples_warehouse: Path) -> None:
