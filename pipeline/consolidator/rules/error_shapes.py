@@ -126,25 +126,25 @@ _NORMALISE: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+_MAX_EXTRA_PASSES = 8
+
+
 def normalise(text: str) -> str:
     """`text` with what varies between occurrences of one failure replaced by placeholders.
 
     The only normalisation of the rules engine: whatever must be masked or cleaned before shapes are
     compared is applied to the text given here, never after.
     """
-    shape = _one_pass(text)
     # A placeholder can make a later rule match where the text it replaced did not (`0-A` becomes
     # `<n>-A`, whose `-A` now reads as a flag): passes repeat until one changes nothing, so that a
     # shape normalised again is the same shape. Every pass only turns text into placeholders.
-    for _ in range(_MAX_PASSES):
+    shape = _one_pass(text)
+    for _ in range(_MAX_EXTRA_PASSES):
         again = _one_pass(shape)
         if again == shape:
             break
         shape = again
     return shape
-
-
-_MAX_PASSES = 8
 
 
 def _one_pass(text: str) -> str:
