@@ -94,24 +94,44 @@ def _typed(value: str, prefixes: tuple[str, ...]) -> str:
 # lambda v: …)[1]`), so that each is parsed once per line however often the rule looks at it.
 
 
-def claude_prompt(text: str) -> str:
-    """SQL boolean: the Claude Code line whose raw JSON is `text` is a prompt."""
+# The header values the Claude Code rule reads, in this order; `derive` takes them from its own parse of
+# the line instead of parsing it again.
+CLAUDE_HEADER_PATHS = ("$.type", "$.isMeta", "$.isCompactSummary", "$.message.content[0].type", "$.agentId")
+
+
+def claude_prompt(text: str, header: str | None = None) -> str:
+    """SQL boolean: the Claude Code line whose raw JSON is `text` is a prompt.
+
+    `header` is an SQL list of the line's :data:`CLAUDE_HEADER_PATHS` values (as `json_extract_string`
+    gives them) when the caller already has them; by default the rule extracts them itself. The
+    content is then read once, as a string: a typed prompt's own text, or an array's JSON. Which of the
+    two it is shows without another parse almost always: a first block with a `type` means an array,
+    and a text that opens with a quote or is not JSON at all can only be a string. Only a content
+    that reads as a JSON array, object or literal (a typed `[]`, `true` or `42`, or an array of
+    untyped blocks) is asked its JSON type from the line."""
+    header = header or f"json_extract_string({text}, [{_quoted(CLAUDE_HEADER_PATHS)}])"
     typed = _typed("coalesce(v[2], '')", CLAUDE_NOT_PROMPT)
     block = (
         "list_transform([json_extract_string(b, ['$.type', '$.text'])], lambda v: v[1] = 'image' OR "
         f"(v[1] = 'text' AND {typed}))[1]"
     )
-    return f"""coalesce(list_transform(
-        [json_extract_string({text}, ['$.type', '$.isMeta', '$.isCompactSummary', '$.message.content[0].type', '$.agentId'])],
-        lambda h: h[1] = 'user' AND coalesce(h[2], 'false') <> 'true' AND coalesce(h[3], 'false') <> 'true'
+    kind = (
+        "CASE WHEN h[4] IS NOT NULL THEN 'ARRAY' WHEN c IS NULL THEN NULL "
+        "WHEN starts_with(c, '\"') OR NOT json_valid(c) THEN 'VARCHAR' "
+        f"ELSE json_type({text}, '$.message.content') END"
+    )
+    content = f"""list_transform([json_extract_string({text}, '$.message.content')], lambda c: CASE {kind}
+                WHEN 'VARCHAR' THEN {_typed('c', CLAUDE_NOT_PROMPT)}
+                WHEN 'ARRAY' THEN list_bool_or(list_transform(json_extract(c, '$[*]'), lambda b: {block}))
+                ELSE false
+            END)[1]"""
+    # A CASE, not an AND: DuckDB evaluates a THEN only on the rows its WHEN selects, so a tool result
+    # (most user lines of a real session) never has its content copied out.
+    return f"""coalesce(list_transform([{header}], lambda h: CASE
+        WHEN h[1] = 'user' AND coalesce(h[2], 'false') <> 'true' AND coalesce(h[3], 'false') <> 'true'
             AND h[4] IS DISTINCT FROM 'tool_result'
             AND NOT regexp_matches(coalesce(h[5], ''), {_prefix_pattern(CLAUDE_HARNESS_AGENTS)})
-            AND CASE json_type({text}, '$.message.content')
-                WHEN 'VARCHAR' THEN list_transform([json_extract_string({text}, '$.message.content')],
-                                                   lambda c: {_typed('c', CLAUDE_NOT_PROMPT)})[1]
-                WHEN 'ARRAY' THEN list_bool_or(list_transform(json_extract({text}, '$.message.content[*]'), lambda b: {block}))
-                ELSE false
-            END)[1], false)"""
+        THEN {content} ELSE false END)[1], false)"""
 
 
 # The lines of Claude Code subagent files (`session_id`, `line_no`, `text`) that copy a user line of
