@@ -59,27 +59,28 @@ FIELDS: dict[str, str] = {
     "g_created": "$.created_at",
     "role": "$.role",
 }
-# Parsed with the fields above but not kept: what the Claude Code prompt rule reads from a line's header.
-_RULE_FIELDS: dict[str, str] = {"is_meta": "$.isMeta", "compact_summary": "$.isCompactSummary", "agent_id": "$.agentId"}
-_PATHS = [*FIELDS.values(), *_RULE_FIELDS.values()]
+# The prompt rule's header paths are parsed with the fields above (those not among them are not kept):
+# the rule then parses only the content of a candidate line, not the whole line three more times.
+_PATHS = [*FIELDS.values(), *(p for p in prompt_rules.CLAUDE_HEADER_PATHS if p not in FIELDS.values())]
+
+
+def _at(path: str) -> str:
+    return f"f[{1 + _PATHS.index(path)}]"
 
 
 def _f(name: str) -> str:
-    return f"f[{1 + [*FIELDS, *_RULE_FIELDS].index(name)}]"
+    return _at(FIELDS[name])
 
 
-# The header `prompt_rules.claude_prompt` reads, taken from this parse: the rule then parses only the
-# content of a candidate line, where it would otherwise parse the whole line three times.
-_BY_PATH = {path: name for name, path in {**FIELDS, **_RULE_FIELDS}.items()}
-_CLAUDE_HEADER = "[" + ", ".join(_f(_BY_PATH[path]) for path in prompt_rules.CLAUDE_HEADER_PATHS) + "]"
+_CLAUDE_HEADER = "[" + ", ".join(_at(path) for path in prompt_rules.CLAUDE_HEADER_PATHS) + "]"
 
 
 # Column positions are formatted in from the constant FIELDS; every value is a bound parameter. The
-# prompt tests are the shared definitions of `prompt_rules`, evaluated only on candidate lines.
+# prompt tests are the shared definitions of `prompt_rules`; each reads content only of its candidate lines.
 PROJECTION_SQL = f"""
     SELECT session_id, line_no, f IS NOT NULL AS ok,
            {", ".join(f"{_f(name)} AS {name}" for name in FIELDS)},
-           CASE WHEN {_f("type")} = 'user' AND {_f("block0")} IS DISTINCT FROM 'tool_result' THEN {prompt_rules.claude_prompt("text", _CLAUDE_HEADER)} ELSE false END AS claude_prompt,
+           {prompt_rules.claude_prompt("text", _CLAUDE_HEADER)} AS claude_prompt,
            CASE WHEN ({_f("type")} = 'response_item' AND {_f("p_type")} = 'message' AND {_f("p_role")} = 'user')
                   OR ({_f("type")} = 'message' AND {_f("role")} = 'user')
                 THEN {prompt_rules.codex_prompt("text")} ELSE false END AS codex_prompt
