@@ -9,8 +9,9 @@ inside a block from memory.
 
 Only the caller can know that its source is fixed, so nothing is cached unless it passes a
 `LineBlocks` (`pipeline.consolidator.toolbox` does, for a batch's input). A line longer than
-MAX_CACHED_CHARS is not kept, but fetched again by each read that shows it, and the blocks kept
-total at most MAX_CACHED_BYTES, the least recently read dropped first.
+MAX_CACHED_CHARS is not kept, but fetched again by each read that shows it (the long lines a read
+shows from one block come in one query, not one each: tool outputs past the limit often come in
+runs), and the blocks kept total at most MAX_CACHED_BYTES, the least recently read dropped first.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ _BLOCK_QUERY = (
     "SELECT NULL, line_no, CASE WHEN length(text) <= $m THEN text END FROM lines "
     "WHERE session_id = $s AND line_no BETWEEN $a AND $b"
 )
-_LINE_QUERY = "SELECT text FROM lines WHERE session_id = $s AND line_no = $n"
+_LONG_QUERY = (
+    "SELECT line_no, text FROM lines WHERE session_id = $s AND line_no BETWEEN $a AND $b AND length(text) > $m"
+)
 
 class LineBlocks:
     """Blocks of lines read through one fixed source; `window` is what `read_lines` asks for."""
@@ -59,8 +62,9 @@ class LineBlocks:
                 inside = lines[max(first - base, 0) : max(last - base + 1, 0)]
             else:
                 inside = [line for line in lines if first <= line[0] <= last]
-            for line_no, kept in inside:
-                rows.append((line_no, kept if kept is not None else self._long(con, session_id, line_no)))
+            long = [line_no for line_no, kept in inside if kept is None]
+            fetched = self._long(con, session_id, long[0], long[-1]) if long else {}
+            rows.extend((line_no, kept if kept is not None else fetched[line_no]) for line_no, kept in inside)
             block += 1
             if block * self.block_lines + 1 > min(last, count):
                 return count, rows
@@ -87,6 +91,10 @@ class LineBlocks:
             self.bytes -= dropped
         return lines
 
-    def _long(self, con: Any, session_id: str, line_no: int) -> str:
+    def _long(self, con: Any, session_id: str, first: int, last: int) -> dict[int, str]:
+        """The lines longer than the limit among first..last of one block, in one query."""
         self.queries += 1
-        return str(db.execute_parsed(con, _LINE_QUERY, {"s": session_id, "n": line_no}).fetchall()[0][0])
+        got = db.execute_parsed(
+            con, _LONG_QUERY, {"s": session_id, "a": first, "b": last, "m": self.max_line_chars}
+        ).fetchall()
+        return {int(line_no): str(text) for line_no, text in got}
