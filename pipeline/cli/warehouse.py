@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from pipeline.cli.main import add_db, add_json, add_wait, day_option, positive_int, print_json
-from pipeline.consolidator import tools
+from pipeline.consolidator import limits
 from pipeline.warehouse import db
 
 DEFAULT_REAL = "../shared/real-transcripts"
@@ -52,13 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "read", help="print lines START..END of one session",
         description=f"Lines START to END (numbered from 1, both included) of one session, each cut at --width "
-        f"characters; at most {tools.MAX_READ_LINES} lines and {tools.MAX_RESULT_CHARS:,} characters per read.",
+        f"characters; at most {limits.MAX_READ_LINES} lines and {limits.MAX_RESULT_CHARS:,} characters per read.",
     )
     p.add_argument("session_id", metavar="SESSION_ID", help="from `pipeline sessions`")
     p.add_argument("start", type=int, metavar="START", help="first line (1-based)")
     p.add_argument("end", type=int, metavar="END", help="last line, included")
-    p.add_argument("--width", type=int, default=tools.DEFAULT_WIDTH, metavar="N",
-                   help=f"characters per line (default {tools.DEFAULT_WIDTH}, at most {tools.MAX_WIDTH})")
+    p.add_argument("--width", type=int, default=limits.DEFAULT_WIDTH, metavar="N",
+                   help=f"characters per line (default {limits.DEFAULT_WIDTH}, at most {limits.MAX_WIDTH})")
     _add_redact(p)
     add_db(p)
     add_json(p)
@@ -119,6 +119,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
             entries = pending.pending_sessions(con)
         else:
+            from pipeline.consolidator import tools
+
             entries = tools.list_sessions(con, redact=False)
         entries = session_table(con, entries, flt, sort=args.sort, descending=args.desc, limit=args.limit)
     if args.json:
@@ -182,6 +184,8 @@ def _sessions_table(entries: list[dict[str, Any]], *, pending: bool) -> None:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
+    from pipeline.consolidator import tools
+
     with db.reading(args.db) as con:
         result = tools.read_lines(con, args.session_id, args.start, args.end, args.width, redact=args.redact)
     if args.json:
@@ -193,8 +197,8 @@ def cmd_read(args: argparse.Namespace) -> int:
     shown_to = result["end"]
     if result["truncated"]:
         limit = (
-            f"at most {tools.MAX_READ_LINES} lines per read" if len(result["lines"]) >= tools.MAX_READ_LINES
-            else f"at most {tools.MAX_RESULT_CHARS:,} characters per read; a smaller --width fits more lines"
+            f"at most {limits.MAX_READ_LINES} lines per read" if len(result["lines"]) >= limits.MAX_READ_LINES
+            else f"at most {limits.MAX_RESULT_CHARS:,} characters per read; a smaller --width fits more lines"
         )
         rest_to = min(args.end, result["lineCount"])
         sys.stderr.write(

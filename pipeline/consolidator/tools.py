@@ -2,8 +2,8 @@
 
 They take a connection on which the warehouse's tables can be queried: the warehouse itself (the
 CLI and notebooks), or a batch's input folder (`pipeline.consolidator.batch_input`, what a running
-batch reads instead of the warehouse). The consolidator's model, the CLI and notebooks all call these. Every limit below is also stated in
-the tool descriptions the model reads (prompts/tools.json), so change both together.
+batch reads instead of the warehouse). The consolidator's model, the CLI and notebooks all call these. Every limit (`pipeline.consolidator.limits`) is also
+stated in the tool descriptions the model reads (prompts/tools.json), so change both together.
 
 Secrets are masked (`[REDACTED:kind]`) in everything the tools return unless a caller asks for raw
 text with `redact=False` (a person at their own terminal: `pipeline search` / `read` without
@@ -18,6 +18,14 @@ from typing import Any
 
 import duckdb
 
+from pipeline.consolidator.limits import (
+    CONTEXT_CHARS,
+    DEFAULT_WIDTH,
+    MAX_HITS,
+    MAX_READ_LINES,
+    MAX_RESULT_CHARS,
+    MAX_WIDTH,
+)
 from pipeline.consolidator.line_blocks import LineBlocks
 from pipeline.errors import ToolError
 from pipeline.secrets import scan as secrets_scan
@@ -25,12 +33,6 @@ from pipeline.secrets.gate import SecretSet
 from pipeline.secrets.redact import MASK_RE, LineMasker
 from pipeline.warehouse import db
 
-MAX_HITS = 50
-CONTEXT_CHARS = 80
-MAX_READ_LINES = 200
-DEFAULT_WIDTH = 400
-MAX_WIDTH = 4000
-MAX_RESULT_CHARS = 60_000
 # Rows per Arrow batch a search reads.
 _BATCH_ROWS = 8192
 def _check_id(session_id: str, allowed: Collection[str] | None) -> None:
