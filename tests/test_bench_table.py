@@ -64,7 +64,7 @@ def test_every_goal_of_the_issue_is_a_row_with_its_reference_and_a_verdict() -> 
     assert rows["ingest peak RSS"]["met"] is True
     first = rows["  a first read of them (p50)"]
     assert first["ours"] == "45.0 ms" and first["met"] is None  # shown beside the goal's figure, with no goal
-    publish = rows["publish after a small write, 5.5 GB"]
+    publish = rows["copy + publish of a small write, 5.5 GB"]
     assert publish["ours"] == "6.00 s (copy_file_range)" and publish["met"] is False
 
 
@@ -74,7 +74,7 @@ def test_every_goal_of_the_issue_is_a_row_with_its_reference_and_a_verdict() -> 
     ("search_p50_ms", 24.0, "search, largest session (p50)"),
     ("read_200_p50_ms", 1.2, "read 200 lines (p50)"),
     ("show_200_p50_ms", 25.0, "show 200 lines (p50)"),
-    ("big_publish_s", 5.5, "publish after a small write, 5.5 GB"),
+    ("big_publish_s", 5.5, "copy + publish of a small write, 5.5 GB"),
 ])
 def test_a_figure_past_its_goal_is_missed_and_named_under_the_table(
     key: str, value: float, measure: str, capsys: pytest.CaptureFixture[str]
@@ -98,7 +98,7 @@ def test_the_figures_are_plain_json_and_optional_parts_leave_no_row() -> None:
     for key in [k for k in partial if k.startswith(("big_", "proto_"))] + ["show_200_p50_ms"]:
         del partial[key]
     names = {row["measure"] for row in bench.figures(partial)}
-    assert "show 200 lines (p50)" not in names and not any(n.startswith("publish after a small write") for n in names)
+    assert "show 200 lines (p50)" not in names and not any(n.startswith("copy + publish of a small write") for n in names)
     assert len(names) == len(full) - 5
 
 

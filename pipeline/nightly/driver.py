@@ -122,7 +122,8 @@ class NightResult:
     seconds: float = 0.0
 
     report_failed: bool = False
-    # What concurrent use costs this night: publishing the working file, and writing the batch inputs.
+    # What concurrent use costs this night: copying the published file into working files and publishing
+    # them (db.WriteSession.concurrency_seconds), and writing the batch inputs.
     publish_seconds: float = 0.0
     inputs_seconds: float = 0.0
 
@@ -220,7 +221,7 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
                 say(f"{len(outcomes)} batch(es) planned from {sum(len(b.session_ids) for b in outcomes)} pending session(s)")
                 crash_point("nightly:planned")
             # Published: analysts now see tonight's sessions. No lock is held while the batches run.
-            result.publish_seconds += session.publish_seconds
+            result.publish_seconds += session.concurrency_seconds
 
             _run_batches(outcomes, engine, run_id, db, opts, lock, say, remote)
             crash_point("nightly:batches-done")
@@ -236,14 +237,14 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
                 # Until its report is written a run is `reporting`, never `done`: a night stopped during
                 # the report step is then found interrupted, not finished without a report.
                 _finish_run(db, result, t0, reporting=opts.report)
-            result.publish_seconds += session.publish_seconds
+            result.publish_seconds += session.concurrency_seconds
             if opts.report:
                 crash_point("nightly:report")
                 result.report, result.report_note = _report(run_id, run_dir, db, opts, say)
                 result.report_failed = result.report is None
                 with warehouse.write_session(db, wait=opts.wait, say=say) as session:
                     _finish_run(db, result, t0)
-                result.publish_seconds += session.publish_seconds
+                result.publish_seconds += session.concurrency_seconds
         except KeyboardInterrupt:
             # Ctrl-C: say so now; a kill -9 leaves `running`, and the next run marks it interrupted.
             if recorded:

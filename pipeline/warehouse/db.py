@@ -11,9 +11,9 @@ warehouse is two files (`pipeline.warehouse.publish` has the whole protocol):
   command (`ingest`, `apply`, `tasks confirm|reject|done`, `import-calls`, the nightly driver) runs
   inside `write_session()`: take the write lock (`<db>.write.lock`; wait for it up to `--wait`
   seconds, 600 by default, telling the user who holds it; then stop with exit 1 naming the holder),
-  bring the working file up to date with the published one if needed, write, then publish: a
-  checkpointed copy replaces the published file by an atomic rename. A connection opened before
-  that keeps its consistent old view; the next connection sees the new state.
+  copy the published file into the working file if the last writer published, write, then
+  publish: the checkpointed working file is renamed onto the published one (atomic). A connection
+  opened before that keeps its consistent old view; the next connection sees the new state.
 
 Within a write session, `writing()` and `reading()` in the same process both open the working file
 (a session nests: `apply` called by the nightly driver joins the driver's session and publishes
@@ -62,7 +62,7 @@ CATALOG = "warehouse"
 # groups straight to the file: ingest ran 1.7x faster and the file shrank from 1.65x to about
 # 0.5x the text (bench/run.py). The size is not stored in the file, so every connection that may
 # write must attach with it, or a checkpoint would merge the groups back. Only the working file is
-# ever written (by `connect`, which sets it); the published file is a byte copy of it.
+# ever written (by `connect`, which sets it); the published file is what it was renamed to.
 ROW_GROUP_SIZE = 2048
 
 
@@ -153,20 +153,24 @@ class WriteSession:
 
     files: publishing.Files
     lock: HolderLock
-    published: int = 0  # how many times this session replaced the published file
-    publish_seconds: float = 0.0  # and how long that took, all told
-    copy_method: str = ""  # how the last publish copied the file (publish._copy)
+    copy_method: str = ""  # how the published file was copied to start the working file ("" when it was not)
+    copy_seconds: float = 0.0  # and how long that took
+    published: int = 0  # 1 when the session replaced the published file (it does so once, at its end)
+    publish_seconds: float = 0.0  # and how long that took
     say: Callable[[str], None] = field(default=lambda msg: None)
 
-    def publish(self) -> bool:
-        """Publish the working file now (the session also does it when it ends); True if it changed."""
+    @property
+    def concurrency_seconds(self) -> float:
+        """What letting readers work during writes cost this session: the copy and the publish."""
+        return self.copy_seconds + self.publish_seconds
+
+    def _publish(self) -> bool:
+        """Publish the working file as the session ends; True if it changed."""
         started = time.perf_counter()
-        method = publishing.publish(self.files, _checkpoint)
-        if method is None:
+        if not publishing.publish(self.files, _checkpoint):
             return False
         self.published += 1
         self.publish_seconds += time.perf_counter() - started
-        self.copy_method = method
         return True
 
 
@@ -183,8 +187,15 @@ def _stderr(msg: str) -> None:
 
 
 def _checkpoint(work: Path) -> None:
-    with opened(work) as con:
+    """Open the working file for writing, checkpoint it and close it, as the publish needs: no
+    migration runs (the session's own opens ran them; this one only proves that nothing in this
+    process still holds the file, and folds a `.wal` left by a crash into it)."""
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH ? AS {CATALOG} ({_attach_options(False)})", [str(work)])
         con.execute(f"CHECKPOINT {CATALOG}")
+    finally:
+        con.close()
 
 
 def active_session(db: str | Path | None = None) -> WriteSession | None:
@@ -226,14 +237,17 @@ def write_session(db: str | Path | None = None, *, wait: float | None = None,
     session = WriteSession(files, lock, say=tell)
     _sessions[key] = session
     try:
-        publishing.prepare(files, tell)
+        started = time.perf_counter()
+        method = publishing.prepare(files, tell)
+        if method is not None:
+            session.copy_method, session.copy_seconds = method, time.perf_counter() - started
         try:
             yield session
         except Exception:
             with contextlib.suppress(Exception):  # the first error is the one to report
-                session.publish()
+                session._publish()
             raise
-        session.publish()
+        session._publish()
     finally:
         del _sessions[key]
         lock.release()

@@ -2,12 +2,15 @@
 
 DuckDB lets one process write a database file, or any number of processes read it, never both at
 once. So the file analysts open (`--db`, say `data/warehouse.duckdb`) is never opened for writing.
-Writing commands work on a private working file beside it, `data/warehouse.duckdb.work`, which no
-one else opens, and then *publish* it:
+A writing command works on a private working file beside it, `data/warehouse.duckdb.work`, which no
+one else opens:
 
-1. checkpoint the working file and close it (nothing of it is left in a `.wal`);
-2. copy it to `data/warehouse.duckdb.publishing` (same folder, so same file system) and fsync it;
-3. `os.replace` that copy onto `data/warehouse.duckdb` and fsync the folder.
+1. at its start (`prepare`), the working file is made a copy of the published one, unless the
+   working file left by the last writer already holds it (a writer that published nothing keeps its
+   copy for the next one);
+2. at its end (`publish`), if it changed anything, the working file is checkpointed and closed
+   (nothing of it is left in a `.wal`), then *renamed* onto `data/warehouse.duckdb` (`os.replace`,
+   fsync of the folder). The working file is gone until the next writer copies the published one.
 
 A rename is atomic: a program that opens the warehouse sees the old file or the new one, never a
 half-written one. A connection that was already open keeps reading the old file (its inode lives
@@ -15,27 +18,35 @@ on until the last reader closes it), a consistent view of the last published sta
 connection sees the new one. Nobody holds the working file but the writer, so nothing an analyst
 does can stop a writing command, and the night never trips over its own readers.
 
-The working file is the writers' source of truth: it holds every committed change, published or
-not, exactly as the warehouse file did before this split, so crash safety is unchanged (a command
-killed half-way resumes from the working file). `data/warehouse.duckdb.work.json` records which
-published file the working file was last published as (size, modification time, inode and a hash
-of the file's header blocks): when the `--db` file is no longer that file (first use of a warehouse
-written before this design, a backup restored, the file deleted, or another program wrote it), the
-working file is rebuilt from it. When the working file also holds changes that were never published,
-neither can be preferred silently and the command stops, saying what to do.
+Why copy at the start rather than at the end: the writes of a session need a file no reader holds,
+so some copy of the warehouse is made per writing session either way, and made here it happens only
+when the previous session published. A new warehouse is never copied (its first ingest writes the
+file once and renames it), a write after one that changed nothing copies nothing, and between
+commands the warehouse takes the disk of one copy, not two.
+
+Between commands the published file is the writers' source of truth; during one, the working file
+is (it holds every change committed so far, published or not). `data/warehouse.duckdb.work.json`
+records the published file (size, modification time, inode and a hash of the file's header blocks)
+and the working file that matches it, or `"work": null` after a rename. When the `--db` file is no
+longer the recorded one (first use of a warehouse written before this design, a backup restored,
+the file deleted, or another program wrote it), the working file is rebuilt from it. When the
+working file also holds changes that were never published, neither can be preferred silently and
+the command stops, saying what to do.
 
 Crash points, and what the next writing command does about them:
 
+* killed while copying the published file (`prepare:copying`): a stray `.work-copy`, removed; the
+  published file is intact and is copied again;
 * killed while writing the working file: DuckDB recovers it from its own `.wal`; published later;
-* killed while copying: a stray `.publishing` file, removed; the old `--db` file is intact;
-* killed between recording the copy and the rename: `--db` is still the old file, which the state
-  file still names; published again at the end of the next command;
-* killed after the rename: the state file names the new file as the one being published, so the
-  working file is recognised as up to date.
+* killed between recording the rename and making it (`publish:renaming`): `--db` is still the old
+  file, which the state file still names, and the working file holds the changes: the next command
+  works on it and publishes them;
+* killed after the rename (`publish:replaced`): the state file names the new file as the one being
+  published, so it is taken as published, and the next command copies it.
 
 Only the holder of the write lock (`pipeline.warehouse.db.write_session`) calls these functions.
-Cost: disk for a second copy of the warehouse (a third for a moment while publishing, and an old
-copy stays allocated while a reader keeps it open), and one full copy per writing command. On a
+Cost: disk for a second copy of the warehouse while a writer runs (and an old copy stays allocated
+while a reader keeps it open), and one full copy per writing command that follows a publish. On a
 file system with copy-on-write clones (btrfs, xfs with reflink) the copy is a clone: it takes
 metadata time, and disk only for the blocks that later differ. ext4 has none: there the copy is the
 kernel's `copy_file_range`, whose time grows with the warehouse (`make bench` measures it at 5 GB).
@@ -266,8 +277,22 @@ def _probe_by_opening(db: Path) -> str | None:
     return None
 
 
-def prepare(files: Files, say: Callable[[str], None]) -> None:
-    """Make the working file ready for a writer (the caller holds the write lock)."""
+def _start_work(files: Files) -> str:
+    """Make the working file a copy of the published one, with the published file's own `.wal` when
+    one was left beside it (DuckDB replays it on open). Returns how the file was copied (`_copy`)."""
+    copy_wal = files.work_copy.with_name(files.work_copy.name + ".wal")
+    method = _copy(files.db, files.work_copy, crash_step="prepare:copying")
+    if files.db_wal.exists():
+        _copy(files.db_wal, copy_wal)
+        os.replace(copy_wal, files.work_wal)
+    os.replace(files.work_copy, files.work)
+    fsync_dir(files.db.parent, strict=True)
+    return method
+
+
+def prepare(files: Files, say: Callable[[str], None]) -> str | None:
+    """Make the working file ready for a writer (the caller holds the write lock). Returns how the
+    published file was copied to make it (`_copy`), or None when no copy was needed."""
     for stray in (files.publishing, files.work_copy, files.work_copy.with_name(files.work_copy.name + ".wal")):
         stray.unlink(missing_ok=True)  # a copy that a killed command left half-made
     busy = read_write_holder(files.db)
@@ -276,11 +301,19 @@ def prepare(files: Files, say: Callable[[str], None]) -> None:
     state = _read_state(files)
     current = identity(files.db)
     if state is not None and state.get("next") and current == state["next"]["db"]:
-        # Killed after the rename, before the state said so: the working file is what was published.
+        # Killed after the rename, before the state said so: the rename happened.
         state = {"db": state["next"]["db"], "work": state["next"]["work"]}
         _write_state(files, state)
+    if state is not None and current is not None and current == state["db"] and state["work"] is None:
+        # The last writer published by renaming its working file onto `db`: this one works on a copy.
+        # A working file here can only be a copy that was cut short before the state recorded it.
+        files.work.unlink(missing_ok=True)
+        files.work_wal.unlink(missing_ok=True)
+        method = _start_work(files)
+        _write_state(files, {"db": current, "work": identity(files.work)})
+        return method
     if files.work.exists() and state is not None and current == state["db"]:
-        return
+        return None
     if files.work.exists() and state is not None and identity(files.work) != state["work"]:
         raise OutcomeError(
             f"the warehouse {files.db} was replaced or changed by another program, and the working file "
@@ -292,53 +325,47 @@ def prepare(files: Files, say: Callable[[str], None]) -> None:
         say(f"the warehouse {files.db} is not the file last published from {files.work}; starting again from it")
     files.work.unlink(missing_ok=True)
     files.work_wal.unlink(missing_ok=True)
-    if current is not None:
-        # First use of this warehouse (or a new file in its place): the working file starts as a copy,
-        # with the published file's own .wal when one was left beside it (DuckDB replays it on open).
-        copy_wal = files.work_copy.with_name(files.work_copy.name + ".wal")
-        _copy(files.db, files.work_copy)
-        if files.db_wal.exists():
-            _copy(files.db_wal, copy_wal)
-            os.replace(copy_wal, files.work_wal)
-        os.replace(files.work_copy, files.work)
-        fsync_dir(files.db.parent, strict=True)
+    # First use of this warehouse, or a new file in its place: the working file starts as a copy.
+    started = _start_work(files) if current is not None else None
     _write_state(files, {"db": current, "work": identity(files.work)})
+    return started
 
 
-def publish(files: Files, checkpoint: Callable[[Path], None]) -> str | None:
-    """Publish the working file as `db` if it changed since it was last published: how it was copied
-    (see `_copy`), or None when nothing changed.
+def publish(files: Files, checkpoint: Callable[[Path], None]) -> bool:
+    """Publish the working file as `db` by renaming it onto `db`, if it changed since it was last
+    published; True when it did. Only when the write session ends: the file is gone afterwards, and
+    the next session starts from a copy of what was published (`prepare`).
 
-    `checkpoint(path)` opens the working file for writing and checkpoints it: called only when a
-    `.wal` is left beside it (a connection still open elsewhere in this process, or a crash).
+    `checkpoint(path)` opens the working file for writing and checkpoints it. It runs before the
+    rename even when no `.wal` is left: opening the file is refused while a connection in this
+    process still holds it, and such a connection would otherwise go on writing the published file.
     """
     if files.work_wal.exists():
         checkpoint(files.work)
     if not files.work.exists():
-        return None
+        return False
     state = _read_state(files) or {"db": None, "work": None}
-    work = identity(files.work)
-    if work == state["work"] and identity(files.db) == state["db"]:
-        return None
+    if identity(files.work) == state["work"] and identity(files.db) == state["db"]:
+        return False
     busy = read_write_holder(files.db)
     if busy:
         raise WarehouseBusyError(
             f"{busy} (It cannot be replaced while that program may write it: this command's changes are kept "
             f"in {files.work} and the next writing command publishes them.)"
         )
+    checkpoint(files.work)
+    work = identity(files.work)
     files.db.parent.mkdir(parents=True, exist_ok=True)
-    method = _copy(files.work, files.publishing, crash_step="publish:copying")
-    copied = identity(files.publishing)
-    _write_state(files, {**state, "next": {"db": copied, "work": work}})
-    crash_point("publish:copied")
+    _write_state(files, {**state, "next": {"db": work, "work": None}})
+    crash_point("publish:renaming")
     # A .wal beside the published file belongs to the file being replaced (its changes reached the
     # working file when it was first copied): beside the new file it would be replayed into it.
     files.db_wal.unlink(missing_ok=True)
-    os.replace(files.publishing, files.db)
+    os.replace(files.work, files.db)
     fsync_dir(files.db.parent, strict=True)
     crash_point("publish:replaced")
-    _write_state(files, {"db": copied, "work": work})
-    return method
+    _write_state(files, {"db": work, "work": None})
+    return True
 
 
 def disk_bytes(files: Files) -> int:

@@ -125,9 +125,9 @@ def test_failed_batch_stays_pending_and_the_next_night_picks_it_up(tmp_path: Pat
 
 STEPS = ["nightly:ingested", "nightly:recovered", "nightly:planned", "nightly:batch-started", "nightly:batches-done",
          "nightly:between-applies", "apply:memory-committed", "apply:in-transaction", "nightly:report",
-         # publishing the working file: the first publish (before the batches) while copying, the
-         # second (after landing them) before and after the rename
-         "publish:copying", "publish:copied:2", "publish:replaced:2",
+         # publishing: the first rename (before the batches); the copy of the published file that the
+         # landing step starts from; the second rename (after landing them), before and after it
+         "publish:renaming", "prepare:copying", "publish:renaming:2", "publish:replaced:2",
          # writing the batches' inputs
          "batch-input:staged"]
 

@@ -50,14 +50,53 @@ def test_a_writer_publishes_what_it_wrote_and_leaves_only_its_files(tmp_path: Pa
     assert pipeline("ingest", str(tmp_path / "src"), "--db", str(wh)).returncode == 0
     files = publish.Files(wh)
     assert count(wh, "SELECT count(*) FROM lines") == 3
-    assert files.work.exists() and files.state.exists()
+    # published by renaming the working file: one copy of the warehouse on disk, and the state file
+    assert not files.work.exists() and files.state.exists()
     assert not files.publishing.exists() and not files.db_wal.exists() and not files.work_wal.exists()
-    state = json.loads(files.state.read_text())
-    assert state["db"] == publish.identity(wh) and state["work"] == publish.identity(files.work)
-    # nothing new: nothing published (the file analysts hold is left alone)
+    assert json.loads(files.state.read_text()) == {"db": publish.identity(wh), "work": None}
+    # nothing new: the next writer works on a copy, and publishes nothing (the file analysts hold is left alone)
     before = publish.identity(wh)
     assert pipeline("ingest", str(tmp_path / "src"), "--db", str(wh)).returncode == 0
     assert publish.identity(wh) == before
+    assert files.work.exists() and files.work.read_bytes() == wh.read_bytes()
+    state = json.loads(files.state.read_text())
+    assert state == {"db": before, "work": publish.identity(files.work)}
+    # and that copy serves the writer after it: no second copy while nothing is published
+    assert pipeline("ingest", str(tmp_path / "src"), "--db", str(wh)).returncode == 0
+    assert publish.identity(files.work) == state["work"] and publish.identity(wh) == before
+
+
+def test_the_copy_a_writer_starts_from_is_made_only_after_a_publish(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    with db.write_session(wh) as first, db.writing(wh) as con:  # a new warehouse: nothing to copy
+        con.execute("INSERT INTO runs (run_id, status) VALUES ('r1', 'done')")
+    assert first.copy_method == "" and first.published == 1
+    with db.write_session(wh) as second, db.writing(wh) as con:  # after a publish: one copy, then the rename
+        assert con.execute("SELECT run_id FROM runs").fetchall() == [("r1",)]
+    assert second.copy_method in ("clone", "copy_file_range", "sendfile") and second.copy_seconds > 0
+    assert second.published == 0  # it changed nothing, so its copy stays for the next writer
+    with db.write_session(wh) as third, db.writing(wh) as con:
+        con.execute("INSERT INTO runs (run_id, status) VALUES ('r2', 'done')")
+    assert third.copy_method == "" and third.published == 1
+    assert third.concurrency_seconds == third.publish_seconds > 0
+    assert count(wh, "SELECT count(*) FROM runs") == 2
+
+
+def test_a_connection_left_open_on_the_working_file_stops_the_rename(tmp_path: Path) -> None:
+    """Renamed onto the published file, a connection still open on the working file would go on
+    writing what readers read: the publish refuses, and the changes wait in the working file."""
+    wh = tmp_path / "w.duckdb"
+    files = publish.Files(wh)
+    leaked = None
+    with pytest.raises(duckdb.Error, match=r"already attached|in use|conflict"), db.write_session(wh):
+        leaked = db.connect(files.work)
+        leaked.execute("INSERT INTO runs (run_id, status) VALUES ('r', 'done')")
+    assert leaked is not None
+    leaked.close()
+    assert not wh.exists() and files.work.exists()
+    with db.write_session(wh) as again:
+        pass
+    assert again.published == 1 and count(wh, "SELECT count(*) FROM runs") == 1
 
 
 def test_an_open_reader_keeps_its_view_and_the_next_connection_sees_the_new_state(tmp_path: Path) -> None:
@@ -127,7 +166,9 @@ def test_unpublished_changes_and_a_changed_warehouse_are_not_merged_silently(tmp
     with db.writing(wh) as con:
         con.execute("INSERT INTO runs (run_id, status) VALUES ('published', 'done')")
     files = publish.Files(wh)
-    con = db.connect(files.work)  # as a writer killed before it published would leave it
+    with db.write_session(wh):  # the next writer starts from a copy of the published file...
+        pass
+    con = db.connect(files.work)  # ...and is killed after writing it, before it published
     con.execute("INSERT INTO runs (run_id, status) VALUES ('unpublished', 'done')")
     con.close()
     con = db.connect(wh)  # and a program writes the published file itself
@@ -149,7 +190,7 @@ def test_nested_sessions_publish_once(tmp_path: Path) -> None:
     assert outer.published == 1 and count(wh, "SELECT count(*) FROM runs") == 3
 
 
-@pytest.mark.parametrize("step", ["publish:copying", "publish:copied", "publish:replaced"])
+@pytest.mark.parametrize("step", ["prepare:copying", "publish:renaming", "publish:replaced"])
 def test_killed_while_publishing_then_run_again(tmp_path: Path, step: str) -> None:
     wh = tmp_path / "w.duckdb"
     session(tmp_path / "a", "S1")
@@ -164,8 +205,13 @@ def test_killed_while_publishing_then_run_again(tmp_path: Path, step: str) -> No
     assert count(wh, "SELECT count(*) FROM lines") == 8  # every line once
     assert count(wh, "SELECT count(*) FROM lines WHERE session_id = 'S2'") == 5
     files = publish.Files(wh)
-    assert not files.publishing.exists()
-    assert json.loads(files.state.read_text()) == {"db": publish.identity(wh), "work": publish.identity(files.work)}
+    assert not files.publishing.exists() and not files.work_copy.exists()
+    if step == "publish:replaced":  # the rerun found everything published: its copy stays for the next writer
+        assert files.work.read_bytes() == wh.read_bytes()
+        assert json.loads(files.state.read_text()) == {"db": publish.identity(wh), "work": publish.identity(files.work)}
+    else:  # the rerun published by renaming its working file
+        assert not files.work.exists()
+        assert json.loads(files.state.read_text()) == {"db": publish.identity(wh), "work": None}
 
 
 def test_a_program_holding_the_warehouse_for_writing_is_named_and_nothing_is_replaced(tmp_path: Path) -> None:
@@ -238,6 +284,8 @@ def test_a_clone_on_a_file_system_without_one_is_refused_not_raised(tmp_path: Pa
 
 def test_a_write_session_reports_how_it_published(tmp_path: Path) -> None:
     wh = tmp_path / "w.duckdb"
+    with db.writing(wh) as con:
+        con.execute("INSERT INTO runs (run_id, status) VALUES ('r0', 'test')")
     with db.write_session(wh) as s, db.writing(wh) as con:
         con.execute("INSERT INTO runs (run_id, status) VALUES ('r1', 'test')")
     assert s.published == 1
