@@ -42,17 +42,48 @@ def slug_for(cwd: str | None) -> str | None:
     return re.sub(r"[^A-Za-z0-9]", "-", cwd)
 
 
+def _parse(raw: bytes) -> dict | None:
+    if len(raw) > SNIFF_MAX_LINE:
+        return None
+    try:
+        rec = json.loads(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+# Once a Claude Code record, a record with a session id and one with a cwd have been read, a later
+# line can change what `identify` decides only by being a Codex record (it has a `payload`); a line
+# with a \u escape is parsed too, since a key may be written that way.
+def _may_decide(raw: bytes) -> bool:
+    # The backslash is looked for first: one byte is found far faster than two.
+    return b'"payload"' in raw or (b"\\" in raw and b"\\u" in raw)
+
+
 def _records(head_lines: list[bytes]) -> list[dict]:
+    """The records `identify` needs from a file's first lines, in order.
+
+    Every line is parsed unless the file has shown itself a Claude Code transcript: then the lines
+    that cannot change the decision are skipped (most of a sniff's time went into parsing 64 long
+    Claude Code lines to read three fields of the first). A head that might be a 2025 Codex rollout
+    (a first record without `type`, or a `record_type` line) is always parsed whole.
+    """
+    lines = head_lines[:SNIFF_LINES]
+    may_skip = not any(b'"record_type"' in raw for raw in lines)
     out: list[dict] = []
-    for raw in head_lines[:SNIFF_LINES]:
-        if len(raw) > SNIFF_MAX_LINE:
+    claude = with_id = cwd = False
+    for raw in lines:
+        if may_skip and claude and with_id and cwd and not _may_decide(raw):
             continue
-        try:
-            rec = json.loads(raw.decode("utf-8", "replace"))
-        except ValueError:
+        rec = _parse(raw)
+        if rec is None:
             continue
-        if isinstance(rec, dict):
-            out.append(rec)
+        out.append(rec)
+        if len(out) == 1 and "type" not in rec:
+            may_skip = False
+        claude = claude or (rec.get("type") in CLAUDE_TYPES and ("sessionId" in rec or "leafUuid" in rec or "messageId" in rec))
+        with_id = with_id or bool(rec.get("sessionId"))
+        cwd = cwd or bool(rec.get("cwd"))
     return out
 
 
@@ -96,7 +127,11 @@ def _legacy_cwd(records: list[dict]) -> str | None:
 
 def sniff(head_lines: list[bytes]) -> Identity:
     """Decide the format and identity from the first complete lines of a file."""
-    records = _records(head_lines)
+    return identify(_records(head_lines))
+
+
+def identify(records: list[dict]) -> Identity:
+    """The format and identity that the first records of a file show."""
     for rec in records:
         payload = rec.get("payload")
         if rec.get("type") in CODEX_TYPES and isinstance(payload, dict):

@@ -131,18 +131,30 @@ def _read_at(path: Path, offset: int, length: int) -> bytes:
         return fh.read(length)
 
 
+HEAD_BLOCK = 256 * 1024
+
+
 def _head_lines(path: Path, limit_bytes: int = 8 * 1024 * 1024) -> list[bytes]:
-    """The first complete lines of the file, for format sniffing (a bounded read)."""
+    """The first complete lines of the file, for format sniffing (a bounded read).
+
+    Lines are cut as they are found: counting and splitting every newline of each block read cost
+    more than parsing what the sniff needs from a Claude Code file's head."""
+    lines: list[bytes] = []
     data = b""
+    start = 0
     with path.open("rb") as fh:
-        while len(data) < limit_bytes:
-            block = fh.read(256 * 1024)
+        while len(lines) < formats.SNIFF_LINES and len(data) < limit_bytes:
+            block = fh.read(HEAD_BLOCK)
             if not block:
                 break
             data += block
-            if data.count(b"\n") >= formats.SNIFF_LINES:
-                break
-    return data.split(b"\n")[:-1][: formats.SNIFF_LINES]
+            while len(lines) < formats.SNIFF_LINES:
+                end = data.find(b"\n", start)
+                if end < 0:
+                    break
+                lines.append(data[start:end])
+                start = end + 1
+    return lines
 
 
 def _newlines(data: bytes, end: int) -> np.ndarray:

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pipeline.errors import UsageError
-from pipeline.warehouse import db, ingest
+from pipeline.warehouse import db, formats, ingest
 from tests.helpers import write_jsonl
 
 
@@ -442,3 +444,29 @@ def test_spill_directory_is_beside_the_warehouse(tmp_path: Path, monkeypatch) ->
     with db.reading(wh) as con:
         spill = con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
     assert spill == f"{wh}.tmp"
+
+
+def _head_by_splitting(path: Path, limit_bytes: int) -> list[bytes]:
+    """The head a sniff reads, by the plain recipe: read blocks until enough newlines or bytes are
+    in, then split (what `_head_lines` did before it cut lines as it found them)."""
+    data = b""
+    with path.open("rb") as fh:
+        while len(data) < limit_bytes:
+            block = fh.read(ingest.HEAD_BLOCK)
+            if not block:
+                break
+            data += block
+            if data.count(b"\n") >= formats.SNIFF_LINES:
+                break
+    return data.split(b"\n")[:-1][: formats.SNIFF_LINES]
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lengths=st.lists(st.integers(0, 40), max_size=90), tail=st.integers(0, 30), limit=st.integers(1, 600))
+def test_the_head_a_sniff_reads_is_the_first_complete_lines_within_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lengths: list[int], tail: int, limit: int
+) -> None:
+    monkeypatch.setattr(ingest, "HEAD_BLOCK", 16)  # many blocks, lines across their edges
+    path = tmp_path / "head.jsonl"
+    path.write_bytes(b"".join(b"x" * n + b"\n" for n in lengths) + b"y" * tail)
+    assert ingest._head_lines(path, limit) == _head_by_splitting(path, limit)
