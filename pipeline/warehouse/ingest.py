@@ -378,6 +378,7 @@ class Ingester:
     def _reset_group(self) -> None:
         self._buffer: list[pa.Table] = []
         self._buffered = 0
+        self._buffer_formats: set[str] = set()
         self._projections: list[pl.DataFrame] = []
         self._targets: dict[str, derive.Target] = {}
         self._finish: list[tuple[FileResult, dict]] = []
@@ -388,6 +389,7 @@ class Ingester:
         sid = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([session_id]))
         line_no = pa.array(np.arange(first_line, first_line + n, dtype=np.int64))
         self._buffer.append(pa.table({"session_id": sid, "line_no": line_no, "text": texts}))
+        self._buffer_formats.add(self._targets[session_id].format)
         self._buffered += texts.nbytes
         if self._buffered >= FLUSH_BYTES:
             self._flush()
@@ -397,13 +399,14 @@ class Ingester:
         if not self._buffer:
             return
         batch = pa.concat_tables(self._buffer, promote_options="permissive")
+        fmts, self._buffer_formats = self._buffer_formats, set()
         self._buffer, self._buffered = [], 0
         self.con.register("_ingest_batch", batch)
         try:
             self.con.execute(
                 "INSERT INTO lines SELECT session_id::VARCHAR, line_no, text FROM _ingest_batch"
             )
-            self._projections.append(derive.project(self.con, "_ingest_batch"))
+            self._projections.append(derive.project(self.con, "_ingest_batch", fmts))
         finally:
             self.con.unregister("_ingest_batch")
 

@@ -236,3 +236,46 @@ def test_samples_folder_is_what_the_tests_read() -> None:
     # the quirk files are real files of the corpus, not fixtures built elsewhere
     for key in ("codex_totals", "forked_rollout", "subagent_copies", "compaction_subagent"):
         assert (SAMPLES / expected_session(QUIRKS[key]["sessionId"])["path"]).is_file()
+
+
+def test_a_batch_of_one_format_derives_what_parsing_every_field_derives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each sample file ingested alone, so that every batch holds one format and its projection parses
+    only that format's fields, gives the rows a projection of every field gives."""
+    files = sorted(SAMPLES.rglob("*.jsonl"))
+    # and two whose working folder is first written after the lines a sniff reads
+    late = [{"type": "user", "sessionId": "late-cwd", "timestamp": f"2026-10-01T10:{i // 60:02d}:{i % 60:02d}.000Z",
+             "message": {"role": "user", "content": f"line {i}"}} for i in range(70)]
+    files.append(write_jsonl(tmp_path / "src" / "late-cwd.jsonl", [*late, {**late[0], "cwd": "/home/dev/late"}]))
+    rollout = [{"type": "session_meta", "timestamp": "2026-10-01T10:00:00.000Z", "payload": {"id": "late-codex"}},
+               *({"type": "event_msg", "timestamp": "2026-10-01T10:00:01.000Z", "payload": {"type": "agent_reasoning"}}
+                 for _ in range(70)),
+               {"type": "turn_context", "timestamp": "2026-10-01T10:00:02.000Z", "payload": {"cwd": "/home/dev/rollout"}}]
+    files.append(write_jsonl(tmp_path / "src" / "late-codex.jsonl", rollout))
+    used: list[str] = []
+    frame = derive._frame
+
+    def recording(con: duckdb.DuckDBPyConnection, sql: str, params: object) -> object:
+        used.append(sql)
+        return frame(con, sql, params)
+
+    monkeypatch.setattr(derive, "_frame", recording)
+
+    def derived(path: Path) -> list[list[tuple]]:
+        with db.writing(path) as con:
+            for f in files:
+                ingest.ingest(con, [f])
+            return [
+                rows(con, "SELECT * EXCLUDE (ingested_at, rewritten_at) FROM sessions ORDER BY session_id"),
+                rows(con, "SELECT * FROM llm_calls ORDER BY call_id"),
+                rows(con, "SELECT * FROM ingest_problems ORDER BY ALL"),
+            ]
+
+    by_format = derived(tmp_path / "by_format.duckdb")
+    for fmt in ("claude-code", "codex"):  # both narrow projections ran
+        assert derive._BY_FORMAT[fmt].sql.format(table="_ingest_batch") in used
+    monkeypatch.setattr(derive, "_BY_FORMAT", {})
+    every_field = derived(tmp_path / "every_field.duckdb")
+    assert by_format == every_field
+    assert len(by_format[0]) == len(files) and len(by_format[1]) > 100
+    cwds = {r[0]: r for r in by_format[0] if r[0] in ("late-cwd", "late-codex")}
+    assert "/home/dev/late" in cwds["late-cwd"] and "/home/dev/rollout" in cwds["late-codex"]
