@@ -491,7 +491,8 @@ class Ingester:
                 )
             result.action = "new"
         result.session_id = session_id
-        self._targets[session_id] = derive.Target(session_id, fmt, spath, json.loads(state) if state else {})
+        self._targets[session_id] = derive.Target(session_id, fmt, spath, json.loads(state) if state else {},
+                                                  fresh=result.action in ("new", "rewritten"))
 
         line_no = first_line
         consumed = offset

@@ -169,6 +169,20 @@ def test_a_response_is_its_line_with_the_largest_usage(warehouse, tmp_path: Path
         (2, 5000, 90), (5, 5100, 75)]
 
 
+def test_a_response_completed_by_a_later_ingest_replaces_its_row(warehouse, tmp_path: Path) -> None:
+    # The file was read while the response was being written: its later block, read by the next
+    # ingest, carries the final usage, which replaces the row (a new file's rows replace nothing).
+    u = lambda i, o: {"input_tokens": i, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "output_tokens": o}  # noqa: E731
+    lines = [claude_line("m1", 1, u(5000, 10)), claude_line("m1", 2, u(5000, 90)), claude_line("m2", 3, u(5200, 7))]
+    f = write_jsonl(tmp_path / "p" / "S1.jsonl", lines[:1])
+    ingest.ingest(warehouse, [f])
+    assert rows(warehouse, "SELECT line_no, completion_tokens FROM usage ORDER BY line_no") == [(1, 10)]
+    write_jsonl(f, lines)
+    ingest.ingest(warehouse, [f])
+    assert rows(warehouse, "SELECT line_no, completion_tokens FROM usage ORDER BY line_no") == [(2, 90), (3, 7)]
+    assert rows(warehouse, "SELECT turns FROM sessions") == [(2,)]
+
+
 @pytest.mark.parametrize("parent_first", [True, False])
 def test_subagent_copies_of_parent_responses_stay_with_the_parent(tmp_path: Path, parent_first: bool) -> None:
     y5 = QUIRKS["subagent_copies"]
