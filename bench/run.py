@@ -289,15 +289,18 @@ def _measure(results: dict, files: list[Path], db: Path, args: argparse.Namespac
     from pipeline.warehouse import db as warehouse
     from pipeline.warehouse import ingest as ingest_mod
 
-    # Timed in two parts: the ingest itself, and publishing the working file when the write ends
-    # (a full copy of the warehouse, whatever the size of the change; see README, Concurrent use).
+    # Timed in parts: the copy of the published file its working file starts from (a full copy of the
+    # warehouse, whatever the size of the change; see README, Concurrent use), the ingest itself, and
+    # the publish (a rename) when the write ends.
     append_one_percent(files)
     t0 = time.perf_counter()
-    with warehouse.writing(db) as wcon:
+    with warehouse.write_session(db) as session, warehouse.writing(db) as wcon:
+        t1 = time.perf_counter()
         ingest_mod.ingest(wcon, [CORPUS])
-        t_work = time.perf_counter() - t0
+        t_work = time.perf_counter() - t1
     results["reingest_1pct_inprocess_s"] = time.perf_counter() - t0
     results["reingest_1pct_work_s"] = t_work
+    results["reingest_1pct_copy_s"] = session.copy_seconds
 
     import duckdb
 
@@ -485,7 +488,9 @@ def figures(r: dict) -> list[dict]:
                 ratio=r["reingest_1pct_s"] / r["ingest_s"]),
         _figure("  in process", f"{r['reingest_1pct_inprocess_s']:.2f} s", "no interpreter start-up",
                 f"{100 * r['reingest_1pct_inprocess_s'] / r['ingest_s']:.1f} % of full ingest", None),
-        _figure("  of which the ingest", f"{r['reingest_1pct_work_s']:.2f} s", "the rest is the publish",
+        _figure("  of which the ingest", f"{r['reingest_1pct_work_s']:.2f} s",
+                f"the copy it starts from {r['reingest_1pct_copy_s']:.2f} s, then the publish" if "reingest_1pct_copy_s" in r
+                else "the rest is the publish",
                 f"{100 * r['reingest_1pct_work_s'] / r['ingest_s']:.1f} % of full ingest", None),
         _figure("count matching lines, corpus", f"{r['count_lines_p50_ms']:.0f} ms", f"grep -rcF {r['grep_rcF_p50_ms']:.0f} ms",
                 "<= 1x the reference", r["count_lines_p50_ms"] <= r["grep_rcF_p50_ms"],
