@@ -27,6 +27,7 @@ import pyarrow as pa
 from pipeline.errors import UsageError
 from pipeline.warehouse import derive, formats
 from pipeline.warehouse.transaction import atomic
+from pipeline.warehouse.writeback import background_writeback
 
 CHUNK_BYTES = 16 * 1024 * 1024
 GROUP_BYTES = 128 * 1024 * 1024  # new bytes per transaction
@@ -580,13 +581,20 @@ def ingest(
     # parallel keeps every row group clustered while halving the write time.
     con.execute("SET preserve_insertion_order = false")
     try:
-        _run(con, files, report, progress)
+        with background_writeback(_file_of(con)):
+            _run(con, files, report, progress)
     finally:
         con.execute("SET memory_limit = ?", [previous[0]])
         con.execute("SET preserve_insertion_order = ?", [previous[1]])
         con.execute("SET force_compression = ?", [previous[2] or "auto"])
     report.files.sort(key=lambda f: f.path)
     return report
+
+
+def _file_of(con: duckdb.DuckDBPyConnection) -> Path | None:
+    """The file of the connection's current database (None in memory)."""
+    row = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return Path(row[0]) if row and row[0] else None
 
 
 def _run(con: duckdb.DuckDBPyConnection, files: list[Path], report: IngestReport, progress: bool) -> None:
