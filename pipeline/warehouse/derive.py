@@ -122,7 +122,6 @@ _BY_FORMAT = {
     formats.CLAUDE: _projection(FORMAT_FIELDS[formats.CLAUDE], claude=True, codex=False),
     formats.CODEX: _projection(FORMAT_FIELDS[formats.CODEX], claude=False, codex=True),
 }
-PROJECTION_SQL = _ALL.sql
 
 
 def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: object) -> pl.DataFrame:

@@ -277,16 +277,22 @@ def _probe_by_opening(db: Path) -> str | None:
     return None
 
 
-def _start_work(files: Files) -> str:
-    """Make the working file a copy of the published one, with the published file's own `.wal` when
-    one was left beside it (DuckDB replays it on open). Returns how the file was copied (`_copy`)."""
-    copy_wal = files.work_copy.with_name(files.work_copy.name + ".wal")
-    method = _copy(files.db, files.work_copy, crash_step="prepare:copying")
-    if files.db_wal.exists():
-        _copy(files.db_wal, copy_wal)
-        os.replace(copy_wal, files.work_wal)
-    os.replace(files.work_copy, files.work)
-    fsync_dir(files.db.parent, strict=True)
+def _start_work(files: Files, current: dict[str, Any] | None) -> str | None:
+    """Make the working file anew: a copy of the published file `current` (with the published file's
+    own `.wal` when one was left beside it, which DuckDB replays on open), or none when there is no
+    published file yet. Records it in the state file; returns how it was copied (`_copy`), or None."""
+    files.work.unlink(missing_ok=True)
+    files.work_wal.unlink(missing_ok=True)
+    method = None
+    if current is not None:
+        copy_wal = files.work_copy.with_name(files.work_copy.name + ".wal")
+        method = _copy(files.db, files.work_copy, crash_step="prepare:copying")
+        if files.db_wal.exists():
+            _copy(files.db_wal, copy_wal)
+            os.replace(copy_wal, files.work_wal)
+        os.replace(files.work_copy, files.work)
+        fsync_dir(files.db.parent, strict=True)
+    _write_state(files, {"db": current, "work": identity(files.work)})
     return method
 
 
@@ -307,11 +313,7 @@ def prepare(files: Files, say: Callable[[str], None]) -> str | None:
     if state is not None and current is not None and current == state["db"] and state["work"] is None:
         # The last writer published by renaming its working file onto `db`: this one works on a copy.
         # A working file here can only be a copy that was cut short before the state recorded it.
-        files.work.unlink(missing_ok=True)
-        files.work_wal.unlink(missing_ok=True)
-        method = _start_work(files)
-        _write_state(files, {"db": current, "work": identity(files.work)})
-        return method
+        return _start_work(files, current)
     if files.work.exists() and state is not None and current == state["db"]:
         return None
     if files.work.exists() and state is not None and identity(files.work) != state["work"]:
@@ -323,12 +325,8 @@ def prepare(files: Files, say: Callable[[str], None]) -> str | None:
         )
     if files.work.exists() or state is not None:
         say(f"the warehouse {files.db} is not the file last published from {files.work}; starting again from it")
-    files.work.unlink(missing_ok=True)
-    files.work_wal.unlink(missing_ok=True)
     # First use of this warehouse, or a new file in its place: the working file starts as a copy.
-    started = _start_work(files) if current is not None else None
-    _write_state(files, {"db": current, "work": identity(files.work)})
-    return started
+    return _start_work(files, current)
 
 
 def publish(files: Files, checkpoint: Callable[[Path], None]) -> bool:
@@ -340,7 +338,8 @@ def publish(files: Files, checkpoint: Callable[[Path], None]) -> bool:
     rename even when no `.wal` is left: opening the file is refused while a connection in this
     process still holds it, and such a connection would otherwise go on writing the published file.
     """
-    if files.work_wal.exists():
+    checkpointed = files.work_wal.exists()
+    if checkpointed:
         checkpoint(files.work)
     if not files.work.exists():
         return False
@@ -353,7 +352,8 @@ def publish(files: Files, checkpoint: Callable[[Path], None]) -> bool:
             f"{busy} (It cannot be replaced while that program may write it: this command's changes are kept "
             f"in {files.work} and the next writing command publishes them.)"
         )
-    checkpoint(files.work)
+    if not checkpointed:
+        checkpoint(files.work)
     work = identity(files.work)
     files.db.parent.mkdir(parents=True, exist_ok=True)
     _write_state(files, {**state, "next": {"db": work, "work": None}})
