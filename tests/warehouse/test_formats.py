@@ -85,6 +85,8 @@ _KINDS: list[bytes] = [
 @given(st.lists(st.sampled_from(range(len(_KINDS))), max_size=80))
 # a 2025 rollout's header, then a Claude Code line with id and cwd, then a bare item: a rollout after all
 @example([17, 9, 0, 12])
+# a Claude Code line with id and cwd, then a Codex record whose `payload` key is written with a \u escape
+@example([0, 15])
 def test_skipping_lines_a_claude_code_head_does_not_need_never_changes_what_the_sniff_decides(picks: list[int]) -> None:
     lines = [_KINDS[i] for i in picks]
     every = [r for r in (formats._parse(raw) for raw in lines[: formats.SNIFF_LINES]) if r is not None]

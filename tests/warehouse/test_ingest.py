@@ -448,7 +448,7 @@ def test_spill_directory_is_beside_the_warehouse(tmp_path: Path, monkeypatch) ->
 
 def _head_by_splitting(path: Path, limit_bytes: int) -> list[bytes]:
     """The head a sniff reads, by the plain recipe: read blocks until enough newlines or bytes are
-    in, then split (what `_head_lines` did before it cut lines as it found them)."""
+    in, then split (what the sniff's read did before it cut lines as it found them)."""
     data = b""
     with path.open("rb") as fh:
         while len(data) < limit_bytes:
@@ -469,4 +469,5 @@ def test_the_head_a_sniff_reads_is_the_first_complete_lines_within_its_limit(
     monkeypatch.setattr(ingest, "HEAD_BLOCK", 16)  # many blocks, lines across their edges
     path = tmp_path / "head.jsonl"
     path.write_bytes(b"".join(b"x" * n + b"\n" for n in lengths) + b"y" * tail)
-    assert ingest._head_lines(path, limit) == _head_by_splitting(path, limit)
+    buf = bytearray(b"\n" * 40)  # a buffer another head was read into: its stale bytes must not show
+    assert ingest._head(path, buf, limit).lines() == _head_by_splitting(path, limit)
