@@ -152,8 +152,18 @@ class Target:
     fresh: bool = False
 
 
-def _ts(expr: pl.Expr) -> pl.Expr:
-    return expr.str.to_datetime(time_zone="UTC", strict=False)
+# The timestamps Claude Code and Codex write. Parsing with it given is twice as fast as letting polars
+# infer it (0.11 s against 0.22 s for the bench corpus's 416,730 lines).
+_ISO_UTC = "%Y-%m-%dT%H:%M:%S%.fZ"
+
+
+def _timestamps(text: pl.Series) -> pl.Series:
+    """ISO 8601 timestamps as UTC datetimes (NULL where a value is not one). The format is inferred
+    from the values unless every one is written as `_ISO_UTC`, which the inference reads the same."""
+    fast = text.str.to_datetime(_ISO_UTC, time_zone="UTC", strict=False)
+    if fast.null_count() == text.null_count():
+        return fast
+    return text.str.to_datetime(time_zone="UTC", strict=False)
 
 
 def _int(col: str) -> pl.Expr:
@@ -173,8 +183,9 @@ def fold(con: duckdb.DuckDBPyConnection, proj: pl.DataFrame, targets: dict[str, 
     )
     proj = proj.join(fmt, on="session_id", how="left")
     generic_ts = pl.coalesce("ts", "g_ts", "g_time", "g_created")
+    written = proj.select(pl.when(pl.col("format") == formats.JSONL).then(generic_ts).otherwise(pl.col("ts"))).to_series()
     proj = proj.with_columns(
-        _ts(pl.when(pl.col("format") == formats.JSONL).then(generic_ts).otherwise(pl.col("ts"))).alias("at"),
+        _timestamps(written).alias("at"),
         pl.when(pl.col("format") == formats.CODEX).then(pl.col("p_cwd")).otherwise(pl.col("cwd")).alias("any_cwd"),
     )
     stats = proj.group_by("session_id").agg(
@@ -283,10 +294,13 @@ def _claude(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, int
         st["prompts"] = st.get("prompts", 0) + int(new_counts.get(sid, 0))
         prompts[sid] = st["prompts"]
 
+    # Only the columns a usage row reads: the sort below gathers every column it is given (a third
+    # of the time with all of the projection's).
     responses = df.filter(
         (pl.col("type") == "assistant") & pl.col("msg_id").is_not_null()
         & (pl.col("msg_model").fill_null("") != "<synthetic>")
-    )
+    ).select("session_id", "msg_id", "req_id", "line_no", "at", "msg_model", "u_in", "u_write", "u_read", "u_out",
+             "u_write_1h", "u_write_5m")
     if responses.is_empty():
         return pl.DataFrame()
     for sid, model in responses.group_by("session_id").agg(pl.col("msg_model").drop_nulls().last()).iter_rows():

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -293,3 +294,21 @@ def test_a_batch_of_one_format_derives_what_parsing_every_field_derives(tmp_path
     assert len(by_format[0]) == len(files) and len(by_format[1]) > 100
     cwds = {r[0]: r for r in by_format[0] if r[0] in ("late-cwd", "late-codex")}
     assert "/home/dev/late" in cwds["late-cwd"] and "/home/dev/rollout" in cwds["late-codex"]
+
+
+_TIMESTAMP_PARTS = st.one_of(
+    st.builds(
+        lambda day, sec, frac, zone: f"2026-10-{day:02d}T12:00:{sec:02d}{frac}{zone}",
+        st.integers(1, 28), st.integers(0, 59), st.sampled_from(["", ".5", ".123", ".123456", ".123456789"]),
+        st.sampled_from(["Z", "Z", "Z", "+02:00", "-05:30", ""]),
+    ),
+    st.sampled_from(["2026-10-01 12:00:00", "1759000000", "garbage", ""]),
+    st.none(),
+)
+
+
+@given(st.lists(_TIMESTAMP_PARTS, max_size=12))
+def test_timestamps_read_as_polars_infers_them_whichever_path_is_taken(values: list[str | None]) -> None:
+    text = pl.Series("t", values, dtype=pl.String)
+    inferred = text.str.to_datetime(time_zone="UTC", strict=False)
+    assert derive._timestamps(text).to_list() == inferred.to_list()
