@@ -99,7 +99,7 @@ def _projection(names: tuple[str, ...], claude: bool, codex: bool) -> Projection
 
     columns = ", ".join(f"{f(n)} AS {n}" if n in names else f"NULL::VARCHAR AS {n}" for n in FIELDS)
     claude_prompt = (
-        prompt_rules.claude_prompt("text", "[" + ", ".join(at(p) for p in prompt_rules.CLAUDE_HEADER_PATHS) + "]")
+        prompt_rules.claude_prompt("text", [at(p) for p in prompt_rules.CLAUDE_HEADER_PATHS])
         if claude else "false"
     )
     codex_prompt = (

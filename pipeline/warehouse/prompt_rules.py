@@ -99,24 +99,25 @@ def _typed(value: str, prefixes: tuple[str, ...]) -> str:
 CLAUDE_HEADER_PATHS = ("$.type", "$.isMeta", "$.isCompactSummary", "$.message.content[0].type", "$.agentId")
 
 
-def claude_prompt(text: str, header: str | None = None) -> str:
+def claude_prompt(text: str, header: list[str] | None = None) -> str:
     """SQL boolean: the Claude Code line whose raw JSON is `text` is a prompt.
 
-    `header` is an SQL list of the line's :data:`CLAUDE_HEADER_PATHS` values (as `json_extract_string`
-    gives them) when the caller already has them; by default the rule extracts them itself. The
-    content is then read once, as a string: a typed prompt's own text, or an array's JSON. Which of the
-    two it is shows without another parse almost always: a first block with a `type` means an array,
-    and a text that opens with a quote or is not JSON at all can only be a string. Only a content
-    that reads as a JSON array, object or literal (a typed `[]`, `true` or `42`, or an array of
-    untyped blocks) is asked its JSON type from the line."""
-    header = header or f"json_extract_string({text}, [{_quoted(CLAUDE_HEADER_PATHS)}])"
+    `header` is, when the caller already has them, one SQL expression per :data:`CLAUDE_HEADER_PATHS`
+    value (as `json_extract_string` gives it), cheap enough to be written into the rule where each
+    is read; by default the rule extracts them itself, in one parse. The content is then read once,
+    as a string: a typed prompt's own text, or an array's JSON. Which of the two it is shows without
+    another parse almost always: a first block with a `type` means an array, and a text that opens
+    with a quote or is not JSON at all can only be a string. Only a content that reads as a JSON
+    array, object or literal (a typed `[]`, `true` or `42`, or an array of untyped blocks) is asked
+    its JSON type from the line."""
+    h = header or [f"h[{i}]" for i in range(1, len(CLAUDE_HEADER_PATHS) + 1)]
     typed = _typed("coalesce(v[2], '')", CLAUDE_NOT_PROMPT)
     block = (
         "list_transform([json_extract_string(b, ['$.type', '$.text'])], lambda v: v[1] = 'image' OR "
         f"(v[1] = 'text' AND {typed}))[1]"
     )
     kind = (
-        "CASE WHEN h[4] IS NOT NULL THEN 'ARRAY' WHEN c IS NULL THEN NULL "
+        f"CASE WHEN {h[3]} IS NOT NULL THEN 'ARRAY' WHEN c IS NULL THEN NULL "
         "WHEN starts_with(c, '\"') OR NOT json_valid(c) THEN 'VARCHAR' "
         f"ELSE json_type({text}, '$.message.content') END"
     )
@@ -127,11 +128,16 @@ def claude_prompt(text: str, header: str | None = None) -> str:
             END)[1]"""
     # A CASE, not an AND: DuckDB evaluates a THEN only on the rows its WHEN selects, so a tool result
     # (most user lines of a real session) never has its content copied out.
-    return f"""coalesce(list_transform([{header}], lambda h: CASE
-        WHEN h[1] = 'user' AND coalesce(h[2], 'false') <> 'true' AND coalesce(h[3], 'false') <> 'true'
-            AND h[4] IS DISTINCT FROM 'tool_result'
-            AND NOT regexp_matches(coalesce(h[5], ''), {_prefix_pattern(CLAUDE_HARNESS_AGENTS)})
-        THEN {content} ELSE false END)[1], false)"""
+    rule = f"""CASE
+        WHEN {h[0]} = 'user' AND coalesce({h[1]}, 'false') <> 'true' AND coalesce({h[2]}, 'false') <> 'true'
+            AND {h[3]} IS DISTINCT FROM 'tool_result'
+            AND NOT regexp_matches(coalesce({h[4]}, ''), {_prefix_pattern(CLAUDE_HARNESS_AGENTS)})
+        THEN {content} ELSE false END"""
+    if header:
+        # Given expressions are written in where they are read: binding them to a lambda's list, as
+        # the default must to parse once, cost a fifth of an ingest's projection.
+        return f"coalesce({rule}, false)"
+    return f"""coalesce(list_transform([json_extract_string({text}, [{_quoted(CLAUDE_HEADER_PATHS)}])], lambda h: {rule})[1], false)"""
 
 
 # The lines of Claude Code subagent files (`session_id`, `line_no`, `text`) that copy a user line of

@@ -82,9 +82,11 @@ def test_the_sql_rule_reads_each_line_as_python_does(con: duckdb.DuckDBPyConnect
     con.register("_prompt_lines", batch)
     try:
         projected = derive.project(con, "_prompt_lines").sort("line_no")
+        claude_only = derive.project(con, "_prompt_lines", {"claude-code"}).sort("line_no")
     finally:
         con.unregister("_prompt_lines")
     assert projected["claude_prompt"].to_list() == expected
+    assert claude_only["claude_prompt"].to_list() == expected
 
 
 def test_a_typed_text_that_reads_as_json_is_still_a_prompt(con: duckdb.DuckDBPyConnection) -> None:
