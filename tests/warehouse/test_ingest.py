@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -471,3 +472,57 @@ def test_the_head_a_sniff_reads_is_the_first_complete_lines_within_its_limit(
     path.write_bytes(b"".join(b"x" * n + b"\n" for n in lengths) + b"y" * tail)
     buf = bytearray(b"\n" * 40)  # a buffer another head was read into: its stale bytes must not show
     assert ingest._head(path, buf, limit).lines() == _head_by_splitting(path, limit)
+
+
+# Lines of every length around a string view's 12 inline bytes, with \r, tabs and multi-byte characters;
+# now and then one line holds bytes that are not UTF-8 (the whole buffer then takes the slow path).
+_LINE = st.text(alphabet=st.sampled_from(["a", "{", "\r", "\t", " ", "é", "🦆", "\x00"]), max_size=20).map(str.encode)
+
+
+@pytest.fixture(scope="module")
+def memory_con() -> duckdb.DuckDBPyConnection:
+    return duckdb.connect()
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(_LINE, min_size=1, max_size=40),
+    held=_LINE,
+    broken=st.one_of(st.none(), st.tuples(st.integers(0, 39), st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80"]))),
+    contiguous=st.booleans(),
+)
+def test_split_gives_each_line_without_its_newline_and_names_the_invalid_ones(
+    memory_con: duckdb.DuckDBPyConnection, lines: list[bytes], held: bytes, broken: tuple[int, bytes] | None,
+    contiguous: bool,
+) -> None:
+    if broken is not None:
+        at = broken[0] % len(lines)
+        lines[at] = lines[at] + broken[1]
+    data = b"".join(line + b"\n" for line in lines) + held
+    end = len(data) - len(held)
+    limit = 0 if contiguous else ingest._VIEW_LIMIT  # the path for a buffer too large for string views
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ingest, "_VIEW_LIMIT", limit)
+        texts, bad = ingest._split(data, end)
+    texts.validate(full=True)
+    expected = [line.decode("utf-8", "replace") for line in lines]
+    assert texts.to_pylist() == expected
+    assert bad == [i for i, line in enumerate(lines) if _invalid_utf8(line)]
+    # DuckDB reads a string view's 4-byte prefix as its own (it compares strings by it first).
+    con = memory_con
+    con.register("_split_lines", pa.table({"text": texts, "expected": expected}))
+    try:
+        assert con.execute("SELECT count(*) FROM _split_lines WHERE text IS DISTINCT FROM expected").fetchall() == [(0,)]
+        assert con.execute(
+            "SELECT list(text ORDER BY text) = list(expected ORDER BY expected) FROM _split_lines"
+        ).fetchall() == [(True,)]
+    finally:
+        con.unregister("_split_lines")
+
+
+def _invalid_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
