@@ -204,7 +204,7 @@ def _views(data: bytes, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
     raw = np.frombuffer(data, dtype=np.uint8)
     views = np.zeros((n, 16), dtype=np.uint8)
     views[:, 0:4] = lengths.astype(np.int32).view(np.uint8).reshape(n, 4)
-    head = raw[np.minimum(starts[:, None] + np.arange(12), len(data) - 1)] if len(data) else np.zeros((n, 12), np.uint8)
+    head = raw[np.minimum(starts[:, None] + np.arange(12), len(data) - 1)]  # data holds at least the n newlines
     short = lengths <= 12
     if short.any():
         inline = np.arange(12)[None, :] < lengths[short][:, None]
@@ -441,7 +441,10 @@ class Ingester:
         if not self._buffer:
             return
         if len({t.schema.field("text").type for t in self._buffer}) > 1:  # a buffer too large for views was split
-            self._buffer = [t.set_column(2, "text", t.column("text").cast(pa.large_string())) for t in self._buffer]
+            self._buffer = [
+                t.set_column(t.schema.get_field_index("text"), "text", t.column("text").cast(pa.large_string()))
+                for t in self._buffer
+            ]
         batch = pa.concat_tables(self._buffer, promote_options="permissive")
         fmts, self._buffer_formats = self._buffer_formats, set()
         self._buffer, self._buffered = [], 0

@@ -526,3 +526,24 @@ def _invalid_utf8(raw: bytes) -> bool:
     except UnicodeDecodeError:
         return True
     return False
+
+
+def test_one_batch_of_lines_split_both_ways_is_stored_as_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A block too large for string views is split into one contiguous array; the other files' blocks
+    # are views. Both kinds land in the same INSERT.
+    monkeypatch.setattr(ingest, "_VIEW_LIMIT", 200)
+    big = [{"type": "note", "text": "x" * 60 + "é"}] * 4
+    small = [{"type": "note", "text": "🦆"}, {"type": "note"}]
+    write_jsonl(tmp_path / "src" / "big.jsonl", big)
+    write_jsonl(tmp_path / "src" / "small.jsonl", small)
+    with db.writing(tmp_path / "w.duckdb") as con:
+        ingest.ingest(con, [tmp_path / "src"])
+        stored = con.execute(
+            "SELECT s.path, l.line_no, l.text FROM lines l JOIN sessions s USING (session_id) ORDER BY s.path, l.line_no"
+        ).fetchall()
+    expected = [
+        (str(tmp_path / "src" / name), i, line)
+        for name in ("big.jsonl", "small.jsonl")
+        for i, line in enumerate((tmp_path / "src" / name).read_text(encoding="utf-8").splitlines(), start=1)
+    ]
+    assert stored == expected
