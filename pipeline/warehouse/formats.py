@@ -85,11 +85,27 @@ def _find_escape(data: bytes | bytearray, start: int, end: int) -> int:
     return at if at < 0 else data.find(b"\\u", at, end)
 
 
-def _next_deciding(head: Head, starts: list[int], i: int, end: int) -> int:
-    """The index of the first line from line i on that may change the decision (len(bounds) if none)."""
-    start = head.bounds[i][0]
-    hits = [at for at in (head.data.find(b'"payload"', start, end), _find_escape(head.data, start, end)) if at >= 0]
-    return bisect.bisect_right(starts, min(hits)) - 1 if hits else len(starts)
+class _Deciding:
+    """Finds, from a given line on, the first line of a head that may change the decision.
+
+    Each pattern's next position is kept until a later line is asked about: searching the rest of
+    the head again for every escaped line scanned it to its end once per such line."""
+
+    _UNSEARCHED = -2
+
+    def __init__(self, head: Head, starts: list[int], end: int):
+        self._data, self._starts, self._end = head.data, starts, end
+        self._payload = self._escape = self._UNSEARCHED
+
+    def next_line(self, i: int) -> int:
+        """The index of the first line from line i on that may change the decision (len(starts) if none)."""
+        start = self._starts[i]
+        if self._payload == self._UNSEARCHED or 0 <= self._payload < start:
+            self._payload = self._data.find(b'"payload"', start, self._end)
+        if self._escape == self._UNSEARCHED or 0 <= self._escape < start:
+            self._escape = _find_escape(self._data, start, self._end)
+        hits = [at for at in (self._payload, self._escape) if at >= 0]
+        return bisect.bisect_right(self._starts, min(hits)) - 1 if hits else len(self._starts)
 
 
 def _records(head: Head) -> list[dict]:
@@ -106,12 +122,13 @@ def _records(head: Head) -> list[dict]:
     end = bounds[-1][1]
     starts = [s for s, _ in bounds]
     may_skip = head.data.find(b'"record_type"', 0, end) < 0
+    deciding = _Deciding(head, starts, end)
     out: list[dict] = []
     claude = with_id = cwd = False
     i = 0
     while i < len(bounds):
         if may_skip and claude and with_id and cwd:
-            i = _next_deciding(head, starts, i, end)
+            i = deciding.next_line(i)
             if i == len(bounds):
                 break
         start, stop = bounds[i]
