@@ -548,9 +548,10 @@ def print_table(rows: list[dict]) -> None:
     def cells(row: dict) -> tuple[str, ...]:
         ratio = f"{row['ratio']:.2f}x" if isinstance(row.get("ratio"), float) else ""
         verdict = {True: "ok", False: "MISSED", None: ""}[row["met"]]
-        return row["measure"], row["ours"], row["reference"], ratio, row["goal"], verdict
+        return row["measure"], row["ours"], row["reference"], ratio, verdict, row["goal"]
 
-    table = [("measure", "ours", "reference (same run)", "ratio", "goal", ""), *(cells(r) for r in rows)]
+    # The verdict sits before the goal, whose text is the longest: a miss shows without scrolling.
+    table = [("measure", "ours", "reference (same run)", "ratio", "", "goal"), *(cells(r) for r in rows)]
     width = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
         print("  ".join(cell.ljust(width[i]) for i, cell in enumerate(row)).rstrip())
