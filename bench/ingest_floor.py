@@ -93,7 +93,7 @@ class _RawSegment(_WithoutLines):
                 lengths = np.frombuffer(chunk.buffers()[1], dtype=np.int32).reshape(-1, 4)[chunk.offset:chunk.offset + n, 0]
                 end = int(lengths.sum()) + n
                 self._queue.put(memoryview(chunk.buffers()[2])[:end])
-            else:
+            else:  # lines the split decoded with replacement characters: their text, not the file's bytes
                 raw = b"\n".join(t.encode() for t in chunk.to_pylist()) + b"\n"
                 lengths = np.array([len(t.encode()) for t in chunk.to_pylist()], dtype=np.int32)
                 self._queue.put(raw)
