@@ -35,9 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent
-OUT = ROOT / "out"
-CORPUS = OUT / "corpus"
+from run import CORPUS, OUT, copy_reference  # bench/run.py: the corpus and the copy it is measured against
+
 SCRATCH = OUT / "floor"
 MODES = ("full", "no-lines", "raw-segment", "read-only")
 
@@ -177,18 +176,6 @@ def run_mode(mode: str, db: Path) -> dict[str, float]:
             "peak_mb": usage.ru_maxrss / 1024, "lines": n}
 
 
-def _copy_s() -> float:
-    target = SCRATCH / "copy"
-    shutil.rmtree(target, ignore_errors=True)
-    subprocess.run(["sync"], check=True)
-    start = time.perf_counter()
-    subprocess.run(["bash", "-c", f"cp -r '{CORPUS}' '{target}' && sync"], check=True)
-    took = time.perf_counter() - start
-    shutil.rmtree(target, ignore_errors=True)
-    subprocess.run(["sync"], check=True)
-    return took
-
-
 def _child(mode: str) -> dict[str, float]:
     db = SCRATCH / f"{mode}.duckdb"
     for old in SCRATCH.glob(f"{mode}.duckdb*"):
@@ -215,14 +202,13 @@ def main() -> int:
         print(f"ingest_floor: no bench corpus at {CORPUS}; run `make bench` first, which builds it", file=sys.stderr)
         return 2
     SCRATCH.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["bash", "-c", f"find '{CORPUS}' -name '*.jsonl' -exec cat {{}} + > /dev/null"], check=True)
     # The copy as `make bench` measures it (three in a row before any ingest, the median), and again
     # before each round: the rounds' own writes can slow the disk the copy is then measured on.
-    upfront = statistics.median(_copy_s() for _ in range(3))
+    upfront = statistics.median(copy_reference(SCRATCH / "copy"))
     print(f"cp -r + sync as make bench measures it: {upfront:.2f} s")
     rounds: list[dict[str, Any]] = []
     for i in range(args.rounds):
-        row: dict[str, Any] = {"cp_sync_s": _copy_s()}
+        row: dict[str, Any] = {"cp_sync_s": copy_reference(SCRATCH / "copy", runs=1)[0]}
         for mode in MODES:  # interleaved, so a slow minute of the machine hits every mode alike
             row[mode] = _child(mode)
         rounds.append(row)

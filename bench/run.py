@@ -110,6 +110,23 @@ def timed(cmd: list[str], **kw) -> tuple[float, subprocess.CompletedProcess]:
     return time.perf_counter() - t0, proc
 
 
+def copy_reference(copy_dir: Path, runs: int = 3) -> list[float]:
+    """Seconds of each `cp -r` + `sync` of the corpus into copy_dir (removed after each).
+
+    The ingest's reference, with the files in the page cache as the ingest right after finds them.
+    Earlier runs leave gigabytes behind (the 5 GB warehouse evicts the corpus, a publish leaves dirty
+    pages), so the files are read once first; the caller takes the median."""
+    subprocess.run(["bash", "-c", f"find '{CORPUS}' -name '*.jsonl' -exec cat {{}} + > /dev/null"], check=True)
+    copies = []
+    for _ in range(runs):
+        shutil.rmtree(copy_dir, ignore_errors=True)
+        subprocess.run(["sync"], check=True)
+        copies.append(timed(["bash", "-c", f"cp -r '{CORPUS}' '{copy_dir}' && sync"])[0])
+    shutil.rmtree(copy_dir, ignore_errors=True)
+    subprocess.run(["sync"], check=True)
+    return copies
+
+
 def child_peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
@@ -225,18 +242,7 @@ def main() -> int:
     print(f"corpus: {len(files)} sessions, {size / 1e9:.2f} GB (built/reused in {time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     results: dict[str, object] = {"corpus_bytes": size, "sessions": len(files)}
 
-    # The reference: copying the corpus and syncing it, with the files in the page cache as the ingest
-    # right after finds them. Earlier runs leave gigabytes behind (the 5 GB warehouse evicts the corpus,
-    # a publish leaves dirty pages), so the files are read once first and the copy is the median of three.
-    copy_dir = OUT / "copy"
-    subprocess.run(["bash", "-c", f"find '{CORPUS}' -name '*.jsonl' -exec cat {{}} + > /dev/null"], check=True)
-    copies = []
-    for _ in range(3):
-        shutil.rmtree(copy_dir, ignore_errors=True)
-        subprocess.run(["sync"], check=True)
-        copies.append(timed(["bash", "-c", f"cp -r '{CORPUS}' '{copy_dir}' && sync"])[0])
-    shutil.rmtree(copy_dir, ignore_errors=True)
-    subprocess.run(["sync"], check=True)
+    copies = copy_reference(OUT / "copy")
     results["cp_sync_s"] = statistics.median(copies)
     results["cp_sync_runs_s"] = copies
 
