@@ -96,8 +96,9 @@ class _RawSegment(_WithoutLines):
                 end = int(lengths.sum()) + n
                 self._queue.put(memoryview(chunk.buffers()[2])[:end])
             else:  # lines the split decoded with replacement characters: their text, not the file's bytes
-                raw = b"\n".join(t.encode() for t in chunk.to_pylist()) + b"\n"
-                lengths = np.array([len(t.encode()) for t in chunk.to_pylist()], dtype=np.int32)
+                encoded = [t.encode() for t in chunk.to_pylist()]
+                raw = b"\n".join(encoded) + b"\n"
+                lengths = np.array([len(e) for e in encoded], dtype=np.int32)
                 self._queue.put(raw)
                 end = len(raw)
             starts = np.empty(n, dtype=np.int64)
