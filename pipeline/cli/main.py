@@ -263,5 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if _validation_error(exc):  # options checked by a pydantic model at the library boundary
             return _fail(args, f"invalid option: {_validation_message(exc)}", 2)
+        if type(exc).__module__.lstrip("_").startswith("duckdb"):
+            # out of memory, an I/O error, a full disk: DuckDB rolled the transaction back
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return _fail(args, f"DuckDB stopped this command: {first}. Its open transaction was rolled back "
+                               "(what it had committed stays); free memory or disk space and run it again.", 1)
         raise
     return int(result or 0)

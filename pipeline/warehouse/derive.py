@@ -9,6 +9,7 @@ counts) lives in `sessions.state`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import warnings
@@ -525,6 +526,39 @@ def _generic(df: pl.DataFrame, targets: dict[str, Target], prompts: dict[str, in
         prompts[sid] = st["prompts"]
 
 
+def _scope_subagents(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> bool:
+    """Fill `_subs(session_id, parent_session_id)` with the Claude Code subagents in or under
+    `session_ids`, and `_parents(session_id)` with their parents. Every statement that compares a
+    subagent with its parent reads only these sessions, so its working set is the group's, never
+    the warehouse's (a correlated join over all of `lines` ran out of memory at 1 GB of real
+    transcripts). Returns False when there is no subagent to look at."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _subs AS
+        SELECT session_id, parent_session_id FROM sessions
+        WHERE format = 'claude-code' AND parent_session_id IS NOT NULL
+          AND (session_id IN (SELECT unnest(?::VARCHAR[])) OR parent_session_id IN (SELECT unnest(?::VARCHAR[])))
+        """,
+        [session_ids, session_ids],
+    )
+    con.execute("CREATE OR REPLACE TEMP TABLE _parents AS SELECT DISTINCT parent_session_id AS session_id FROM _subs")
+    return bool(con.execute("SELECT count(*) FROM _subs").fetchall()[0][0])
+
+
+def _drop_temp(con: duckdb.DuckDBPyConnection, *names: str) -> None:
+    # In a transaction DuckDB has aborted (the statement before failed), a DROP fails too; the
+    # rollback that follows removes the tables, and the first error is the one to report.
+    with contextlib.suppress(duckdb.TransactionException):
+        for name in names:
+            con.execute(f"DROP TABLE IF EXISTS {name}")  # name: a constant of this module
+
+
+def _session_list(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    # A literal list lets DuckDB prune `lines`' row groups by their session_id zone maps; a
+    # semi-join on a temp table would scan every row group of the warehouse.
+    return [r[0] for r in con.execute(f"SELECT session_id FROM {table}").fetchall()]  # table: a constant
+
+
 def drop_copied_responses(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> None:
     """Drop the Claude Code responses a subagent file copied from its parent session.
 
@@ -534,23 +568,26 @@ def drop_copied_responses(con: duckdb.DuckDBPyConnection, session_ids: list[str]
     is ingested first, a response stays with the parent. `session_ids` are the sessions that just
     changed; their subagents and their parents are looked at too. The subagents' `turns` follow.
     """
-    con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE _copied AS
-        SELECT c.call_id, c.session_id
-        FROM llm_calls c JOIN sessions s ON s.session_id = c.session_id
-        WHERE c.source = 'claude-code' AND s.parent_session_id IS NOT NULL
-          AND (s.session_id IN (SELECT unnest(?::VARCHAR[])) OR s.parent_session_id IN (SELECT unnest(?::VARCHAR[])))
-          AND EXISTS (
-              SELECT 1 FROM llm_calls p
-              WHERE p.source = 'claude-code' AND p.session_id = s.parent_session_id
-                AND replace(p.call_id, 'claude-code:' || p.session_id || ':', '')
-                    = replace(c.call_id, 'claude-code:' || c.session_id || ':', '')
-          )
-        """,
-        [session_ids, session_ids],
-    )
     try:
+        if not _scope_subagents(con, session_ids):
+            return
+        subs, parents = _session_list(con, "_subs"), _session_list(con, "_parents")
+        con.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE _copied AS
+            WITH c AS (
+                SELECT call_id, session_id, replace(call_id, 'claude-code:' || session_id || ':', '') AS key
+                FROM llm_calls WHERE source = 'claude-code' AND session_id IN (SELECT unnest(?::VARCHAR[]))
+            ), p AS (
+                SELECT session_id, replace(call_id, 'claude-code:' || session_id || ':', '') AS key
+                FROM llm_calls WHERE source = 'claude-code' AND session_id IN (SELECT unnest(?::VARCHAR[]))
+            )
+            SELECT c.call_id, c.session_id
+            FROM c JOIN _subs s ON s.session_id = c.session_id
+            SEMI JOIN p ON p.session_id = s.parent_session_id AND p.key = c.key
+            """,
+            [subs, parents],
+        )
         if not con.execute("SELECT count(*) FROM _copied").fetchall()[0][0]:
             return
         con.execute("DELETE FROM llm_calls WHERE call_id IN (SELECT call_id FROM _copied)")
@@ -559,7 +596,7 @@ def drop_copied_responses(con: duckdb.DuckDBPyConnection, session_ids: list[str]
             "AND c.source = 'claude-code') WHERE session_id IN (SELECT DISTINCT session_id FROM _copied)"
         )
     finally:
-        con.execute("DROP TABLE IF EXISTS _copied")
+        _drop_temp(con, "_copied", "_subs", "_parents")
 
 
 def drop_copied_prompts(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> None:
@@ -570,17 +607,44 @@ def drop_copied_prompts(con: duckdb.DuckDBPyConnection, session_ids: list[str]) 
     parent's call. `sessions.state` keeps the count of the subagent's lines the prompt rule accepts;
     `sessions.prompts` is that count less the copies among them, recomputed for the subagents in or
     under `session_ids` (the sessions that just changed), whichever of the two files came first.
+    Only those subagents' lines and their parents' are read.
     """
-    con.execute(
-        f"""
-        UPDATE sessions SET prompts = coalesce(TRY_CAST(json_extract_string(sessions.state, '$.prompts') AS BIGINT), 0)
-            - coalesce((SELECT count(*) FROM ({prompt_rules.CLAUDE_COPIED}) c
-                        WHERE c.session_id = sessions.session_id AND {prompt_rules.claude_prompt("c.text")}), 0)
-        WHERE format = 'claude-code' AND parent_session_id IS NOT NULL AND state IS NOT NULL
-          AND (session_id IN (SELECT unnest(?::VARCHAR[])) OR parent_session_id IN (SELECT unnest(?::VARCHAR[])))
-        """,
-        [session_ids, session_ids],
-    )
+    try:
+        if not _scope_subagents(con, session_ids):
+            return
+        subs, parents = _session_list(con, "_subs"), _session_list(con, "_parents")
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE _copied_prompts AS
+            WITH pu AS (
+                SELECT DISTINCT session_id, json_extract_string(text, '$.uuid') AS uuid
+                FROM lines
+                WHERE session_id IN (SELECT unnest(?::VARCHAR[]))
+                  AND json_valid(text) AND json_extract_string(text, '$.type') = 'user'
+            ), k AS (
+                -- the prompt test runs here, so no line's text reaches the join
+                SELECT session_id, json_extract_string(text, '$.uuid') AS uuid
+                FROM lines
+                WHERE session_id IN (SELECT unnest(?::VARCHAR[]))
+                  AND json_valid(text) AND json_extract_string(text, '$.type') = 'user'
+                  AND {prompt_rules.claude_prompt("text")}
+            )
+            SELECT k.session_id, count(*) AS n
+            FROM k JOIN _subs s ON s.session_id = k.session_id
+            SEMI JOIN pu ON pu.session_id = s.parent_session_id AND pu.uuid = k.uuid
+            GROUP BY k.session_id
+            """,
+            [parents, subs],
+        )
+        con.execute(
+            """
+            UPDATE sessions SET prompts = coalesce(TRY_CAST(json_extract_string(sessions.state, '$.prompts') AS BIGINT), 0)
+                - coalesce((SELECT n FROM _copied_prompts c WHERE c.session_id = sessions.session_id), 0)
+            WHERE state IS NOT NULL AND session_id IN (SELECT session_id FROM _subs)
+            """
+        )
+    finally:
+        _drop_temp(con, "_copied_prompts", "_subs", "_parents")
 
 
 def _insert(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table, sql: str) -> None:

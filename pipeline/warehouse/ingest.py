@@ -8,6 +8,7 @@ crash leaves every file either as the previous ingest left it or read up to a li
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -23,7 +24,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from pipeline.errors import UsageError
+from pipeline.errors import PipelineError, UsageError
 from pipeline.warehouse import derive, formats
 from pipeline.warehouse.transaction import atomic
 from pipeline.warehouse.writeback import background_writeback
@@ -31,7 +32,10 @@ from pipeline.warehouse.writeback import background_writeback
 CHUNK_BYTES = 16 * 1024 * 1024
 GROUP_BYTES = 128 * 1024 * 1024  # new bytes per transaction
 FLUSH_BYTES = 64 * 1024 * 1024  # lines buffered before one INSERT + JSON projection
-INGEST_MEMORY_LIMIT = "1GB"  # a constant, never user input
+# DuckDB's share of the ingest's memory. The rest of the process (read buffers, the projection of a
+# group, Arrow tables handed to DuckDB) stays under about 400 MB, so the whole ingest stays under 1 GB.
+# PIPELINE_INGEST_MEMORY_LIMIT lowers it (tests force an out-of-memory error with it).
+INGEST_MEMORY_LIMIT = "512MB"
 HASH_BYTES = 4096
 
 
@@ -74,7 +78,7 @@ class IngestReport:
             f"{self.new_bytes / 1e6:,.1f} MB, {self.problems} parse problems"
         )
         if self.errors:
-            text += f", {len(self.errors)} unreadable"
+            text += f", {len(self.errors)} not stored (named above; the next ingest tries them again)"
         if self.warnings:
             text += f", {len(self.warnings)} warnings"
         return text
@@ -99,26 +103,106 @@ class IngestReport:
 def discover(paths: Sequence[str | os.PathLike[str]], warnings: list[str] | None = None) -> list[Path]:
     """Every `*.jsonl` under each directory, and each file named directly, in a stable order.
 
-    A broken link named `*.jsonl` is kept so that reading it fails loudly; a folder with no
-    transcript at all is reported in `warnings`.
+    Symbolic links to folders are followed (a `~/.claude` kept in a dotfiles repository is one), and
+    each real file is taken once, under the first path it is found by; a link back into a folder
+    already being read (a loop) is reported in `warnings` and not followed again. A broken link named
+    `*.jsonl` is kept so that reading it fails loudly; a folder with no transcript at all is reported
+    in `warnings`.
     """
+    notes: list[str] = [] if warnings is None else warnings
     found: list[Path] = []
     seen: set[Path] = set()
+    seen_files: set[tuple[int, int]] = set()
     for raw in paths:
         path = Path(raw).absolute()
         if path.is_dir():
-            candidates: Iterable[Path] = sorted(p for p in path.rglob("*.jsonl") if not p.is_dir())
-            if not candidates and warnings is not None:
-                warnings.append(f"{path}: no *.jsonl files in this folder")
+            candidates: Iterable[Path] = _walk(path, notes)
+            if not candidates:
+                notes.append(f"{path}: no *.jsonl files in this folder")
         elif path.exists() or path.is_symlink():
             candidates = [path]
         else:
             raise UsageError(f"{raw}: no such file or directory")
         for c in candidates:
-            if c not in seen:
-                seen.add(c)
-                found.append(c)
+            if c in seen:
+                continue
+            seen.add(c)
+            try:
+                st = c.stat()
+            except OSError:
+                found.append(c)  # a broken link: reading it names the problem
+                continue
+            key = (st.st_dev, st.st_ino)
+            if key in seen_files:
+                continue  # the same file reached through a second link
+            seen_files.add(key)
+            found.append(c)
     return found
+
+
+def _walk(root: Path, notes: list[str]) -> list[Path]:
+    """The `*.jsonl` files under `root`, following links to folders, each folder read once."""
+    out: list[Path] = []
+    read: set[tuple[int, int]] = set()
+    # (folder, the real paths of the folders above it and of itself): a link to one of those is a loop
+    stack: list[tuple[Path, tuple[str, ...]]] = [(root, (os.path.realpath(root),))]
+    while stack:
+        folder, chain = stack.pop()
+        try:
+            st = folder.stat()
+            if (st.st_dev, st.st_ino) in read:
+                continue
+            read.add((st.st_dev, st.st_ino))
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            notes.append(f"{folder}: cannot read this folder ({exc.strerror or exc}); its transcripts were not ingested")
+            continue
+        subfolders = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=True)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                real = os.path.realpath(entry.path)
+                if entry.is_symlink() and real in chain:
+                    notes.append(f"{entry.path}: a link back to {real}, a folder it is inside (a loop); not followed")
+                    continue
+                subfolders.append((Path(entry.path), (*chain, real)))
+            elif entry.name.endswith(".jsonl"):
+                out.append(Path(entry.path))
+        stack.extend(reversed(subfolders))
+    return sorted(out)
+
+
+class IngestAborted(PipelineError):
+    """DuckDB can no longer write the warehouse in this process (a fatal error)."""
+
+
+def _advice(step: str, exc: duckdb.Error, files: list[str] | None) -> str:
+    """What failed, in which step, and what to do about it, for a person."""
+    exc = _first_error(exc)
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        todo = ("free some memory (close other programs) and run the same ingest again; "
+                "it goes on from here")
+    elif isinstance(exc, duckdb.IOException) or "No space left" in detail:
+        todo = "check the disk the warehouse is on (free space, permissions) and run the same ingest again"
+    else:
+        todo = "run the same ingest again; if it fails the same way, report it with this message"
+    where = f" (files: {', '.join(files[:5])}{' …' if len(files) > 5 else ''})" if files else ""
+    return f"DuckDB failed while {step}{where}: {detail}. What to do: {todo}."
+
+
+def _first_error(exc: duckdb.Error) -> duckdb.Error:
+    """The error that aborted the transaction. A statement run after it (a clean-up in a `finally`)
+    fails with "transaction is aborted", which Python chains to the first one as its context."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, duckdb.Error) and "transaction is aborted" not in str(seen):
+            return seen
+        seen = seen.__context__
+    return exc
 
 
 def _sha(data: bytes) -> str:
@@ -279,6 +363,7 @@ class Ingester:
     def __init__(self, con: duckdb.DuckDBPyConnection, progress: Callable[[int], None] | None = None):
         self.con = con
         self.progress = progress or (lambda _n: None)
+        self.step = "reading the files"  # what the current transaction is doing, for an error message
         self._sniffed: dict[Path, formats.Identity] = {}
         self._head_buf = bytearray()
 
@@ -375,41 +460,73 @@ class Ingester:
 
         A transaction is all-or-nothing, so a crash leaves every file either as it was before this
         ingest or fully read up to a line boundary. A file that fails to read rolls back its group,
-        which is then redone without it.
+        which is then redone without it. A group that DuckDB refuses (out of memory, an I/O error, a
+        full disk) is rolled back and redone a file at a time; a file that still fails alone is set
+        aside, named with the step that failed, and tried again by the next ingest, so one bad file
+        never holds back the others.
         """
-        queue = self.plan(files, report)
+        queue = [(*item, False) for item in self.plan(files, report)]
         while queue:
             group: list[tuple[Path, int, dict | None, FileResult]] = []
             budget = 0
-            while queue and (not group or budget < GROUP_BYTES):
-                item = queue.pop(0)
-                group.append(item)
-                known = item[2]
-                budget += item[1] - (known["size_bytes"] if known else 0)
+            alone = queue[0][4]
+            while queue and (not group or (budget < GROUP_BYTES and not alone and not queue[0][4])):
+                path, size, known, result, _alone = queue.pop(0)
+                group.append((path, size, known, result))
+                budget += size - (known["size_bytes"] if known else 0)
             warnings_before = len(report.warnings)
             self._reset_group()
             failed: int | None = None
-            with atomic(self.con) as tx:
-                for i, (path, size, known, result) in enumerate(group):
-                    try:
-                        self._read_file(path, size, known, result, report)
-                    except OSError as exc:
-                        failed = i
-                        self._fail(result, exc, report)
-                        break
-                if failed is None:
-                    self._finish_group()
-                else:  # the whole group is read again without the file that failed
-                    tx.rollback()
+            self.step = "reading the files"
+            try:
+                with atomic(self.con) as tx:
+                    for i, (path, size, known, result) in enumerate(group):
+                        try:
+                            self._read_file(path, size, known, result, report)
+                        except OSError as exc:
+                            failed = i
+                            self._fail(result, exc, report)
+                            break
+                    if failed is None:
+                        self._finish_group()
+                    else:  # the whole group is read again without the file that failed
+                        tx.rollback()
+            except duckdb.Error as exc:
+                self._refused(group, exc, report, warnings_before, queue)
+                continue
             if failed is None:
                 report.files.extend(r for *_, r in group)
                 continue
             self._load_owners()
             del report.warnings[warnings_before:-1]  # keep only the failure; the others will be redone
-            for _p, _s, _k, r in group:
-                if r.action != "error":
-                    r.action, r.new_lines, r.new_bytes, r.problems, r.session_id = "unchanged", 0, 0, 0, None
-            queue[:0] = [item for j, item in enumerate(group) if j != failed]
+            self._undo(group)
+            queue[:0] = [(*item, alone) for j, item in enumerate(group) if j != failed]
+
+    def _undo(self, group: list[tuple[Path, int, dict | None, FileResult]]) -> None:
+        for _p, _s, _k, r in group:
+            if r.action != "error":
+                r.action, r.new_lines, r.new_bytes, r.problems, r.session_id = "unchanged", 0, 0, 0, None
+
+    def _refused(self, group: list[tuple[Path, int, dict | None, FileResult]], exc: duckdb.Error, report: IngestReport,
+                 warnings_before: int, queue: list[tuple[Path, int, dict | None, FileResult, bool]]) -> None:
+        """DuckDB refused a statement of this group's transaction, which is rolled back (nothing of
+        the group is stored). Several files are redone one transaction each; a file alone is set aside."""
+        if isinstance(_first_error(exc), duckdb.FatalException):
+            # DuckDB invalidates the database after a fatal error: nothing more can be written now.
+            raise IngestAborted(_advice(self.step, exc, [str(p) for p, *_ in group]) +
+                                " The ingest stopped here; every group committed before it is kept.") from exc
+        self._load_owners()
+        del report.warnings[warnings_before:]
+        self._undo(group)
+        if len(group) > 1:
+            queue[:0] = [(*item, True) for item in group]
+            return
+        path, _size, _known, result = group[0]
+        result.action = "error"
+        result.new_lines = result.new_bytes = result.problems = 0
+        result.message = f"{path}: set aside, nothing of it stored: {_advice(self.step, exc, None)}"
+        report.warnings.append(result.message)
+        report.files.append(result)
 
     def ingest_file(self, path: Path, report: IngestReport) -> FileResult:
         """Ingest one file in its own transaction."""
@@ -450,15 +567,19 @@ class Ingester:
         self._buffer, self._buffered = [], 0
         self.con.register("_ingest_batch", batch)
         try:
+            self.step = "storing lines in the lines table"
             self.con.execute(
                 "INSERT INTO lines SELECT session_id::VARCHAR, line_no, text FROM _ingest_batch"
             )
+            self.step = "reading the JSON of the new lines"
             self._projections.append(derive.project(self.con, "_ingest_batch", fmts))
+            self.step = "reading the files"
         finally:
             self.con.unregister("_ingest_batch")
 
     def _finish_group(self) -> None:
         self._flush()
+        self.step = "adding the new sessions"
         if self._new_sessions:
             table = pa.Table.from_pylist(self._new_sessions, schema=_NEW_SESSION_SCHEMA)
             self.con.register("_new_sessions", table)
@@ -473,7 +594,9 @@ class Ingester:
         if self._projections:
             proj = pl.concat(self._projections, how="vertical_relaxed")
             proj = proj.with_columns(pl.col("session_id").cast(pl.String))
+            self.step = "deriving the sessions' statistics and usage rows"
             not_json = derive.fold(self.con, proj, self._targets)
+        self.step = "recording how far each file was read"
         rows = []
         for result, final in self._finish:
             result.problems = not_json.get(final["session_id"], 0) + final["bad_utf8"]
@@ -622,7 +745,12 @@ def ingest(
         "SELECT current_setting('memory_limit'), current_setting('preserve_insertion_order'), "
         "current_setting('force_compression')"
     ).fetchall()[0]
-    con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
+    limit = os.environ.get("PIPELINE_INGEST_MEMORY_LIMIT") or INGEST_MEMORY_LIMIT
+    try:
+        con.execute("SET memory_limit = ?", [limit])
+    except duckdb.Error as exc:
+        raise UsageError(f"cannot set DuckDB's memory limit to {limit!r} (PIPELINE_INGEST_MEMORY_LIMIT): "
+                         f"{str(exc).splitlines()[0]}") from exc
     # Each INSERT is already sorted by (session_id, line_no); letting DuckDB write its row groups in
     # parallel keeps every row group clustered while halving the write time.
     con.execute("SET preserve_insertion_order = false")
@@ -630,9 +758,10 @@ def ingest(
         with background_writeback(_file_of(con)):
             _run(con, files, report, progress)
     finally:
-        con.execute("SET memory_limit = ?", [previous[0]])
-        con.execute("SET preserve_insertion_order = ?", [previous[1]])
-        con.execute("SET force_compression = ?", [previous[2] or "auto"])
+        with contextlib.suppress(duckdb.Error):  # after a fatal error the connection refuses even SET
+            con.execute("SET memory_limit = ?", [previous[0]])
+            con.execute("SET preserve_insertion_order = ?", [previous[1]])
+            con.execute("SET force_compression = ?", [previous[2] or "auto"])
     report.files.sort(key=lambda f: f.path)
     return report
 
@@ -671,4 +800,4 @@ def problems_of(con: duckdb.DuckDBPyConnection, session_id: str) -> list[dict]:
     return [{"line": r[0], "kind": r[1], "detail": r[2]} for r in rows]
 
 
-__all__ = ["FileResult", "IngestReport", "Ingester", "discover", "ingest", "problems_of"]
+__all__ = ["FileResult", "IngestAborted", "IngestReport", "Ingester", "discover", "ingest", "problems_of"]
