@@ -35,7 +35,7 @@ FLUSH_BYTES = 64 * 1024 * 1024  # lines buffered before one INSERT + JSON projec
 # DuckDB's share of the ingest's memory. The rest of the process (read buffers, the projection of a
 # group, Arrow tables handed to DuckDB) stays under about 400 MB, so the whole ingest stays under 1 GB.
 # PIPELINE_INGEST_MEMORY_LIMIT lowers it (tests force an out-of-memory error with it).
-INGEST_MEMORY_LIMIT = "512MB"
+INGEST_MEMORY_LIMIT = "384MB"
 HASH_BYTES = 4096
 
 
