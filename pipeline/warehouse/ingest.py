@@ -164,8 +164,10 @@ def _walk(root: Path, notes: list[str]) -> list[Path]:
             except OSError:
                 is_dir = False
             if is_dir:
-                real = os.path.realpath(entry.path)
-                if entry.is_symlink() and real in chain:
+                # only a link needs resolving: a plain folder's real path is its parent's plus its name
+                link = entry.is_symlink()
+                real = os.path.realpath(entry.path) if link else os.path.join(chain[-1], entry.name)
+                if link and real in chain:
                     notes.append(f"{entry.path}: a link back to {real}, a folder it is inside (a loop); not followed")
                     continue
                 subfolders.append((Path(entry.path), (*chain, real)))
