@@ -72,12 +72,14 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 
 def _summary(result: nightly.NightResult, args: argparse.Namespace) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from pipeline.console import console as new_console
+    from pipeline.console import visible
 
     # The night's outcome is the command's result: stdout, so `pipeline nightly … > night.log` keeps it.
     # Progress while it runs stays on stderr.
-    console = Console(width=160)
+    console = new_console(160)
     table = Table(title=f"night {result.day} · run {result.run_id} · {result.engine_note}")
     keys = ["batch", "sessions", "status", "memories", "linked", "watermarked", "tasksProposed", "seconds", "reason"]
     if args.executor == "dask":  # which worker ran each batch
@@ -89,7 +91,7 @@ def _summary(result: nightly.NightResult, args: argparse.Namespace) -> None:
     rows = [(b, "earlier run: ") for b in result.recovered] + [(b, "") for b in result.batches]
     for b, origin in rows:
         r = {**b.row(), "batch": origin + b.batch_id}
-        table.add_row(*["" if r[c] is None else str(r[c]) for c in keys])
+        table.add_row(*[visible(r[c]) for c in keys])
     console.print(table)
     w = sys.stdout.write
     w(f"sessions still pending: {result.pending_after}   wall time: {result.seconds:.1f} s\n")

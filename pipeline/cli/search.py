@@ -13,9 +13,9 @@ FORMATS = ("claude-code", "codex", "jsonl")
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "search", help="find a phrase in every session (literal and case-sensitive; --regex for a pattern)",
+        "search", help="find a phrase in every session (literal and case-sensitive; -i to ignore case, --regex for a pattern)",
         description="Every occurrence of PHRASE in the stored transcript lines, over every session or those the "
-        "flags select: literal and case-sensitive unless --regex, counted as `grep -F` counts them on the files "
+        "flags select: literal and case-sensitive unless -i or --regex, counted as `grep -F` counts them on the files "
         "(non-overlapping, left to right, 1-based columns in characters). Each hit shows its session, project, "
         "line, time, role and the decoded text around it (the message or output, not the JSON wrapper); `total` "
         "counts every occurrence even when the listing is cut. `pipeline search SESSION_ID PHRASE` is the same "
@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--role", choices=("user", "assistant", "tool"), metavar="R",
                    help="only lines of this role: user, assistant (replies, thinking, tool calls) or tool (tool results)")
     p.add_argument("--regex", action="store_true", help="PHRASE is a Python regular expression (literal is the default)")
+    p.add_argument("-i", "--ignore-case", action="store_true", dest="ignore_case",
+                   help="match whatever the case (text and phrase lower-cased); columns and text shown stay the line's own")
     p.add_argument("--limit", "--max-hits", type=int, default=50, metavar="N", dest="limit",
                    help="occurrences listed (default 50; the total is always exact)")
     p.add_argument("--context", type=int, default=80, metavar="N", help="characters shown each side (default 80)")
@@ -55,15 +57,40 @@ def cmd_search(args: argparse.Namespace) -> int:
     flt = SearchFilter(sessions=sessions_of(sessions), project=args.project, since=day_option(args.since, "--since"),
                        until=day_option(args.until, "--until"), format=args.format, role=args.role)
     with db.reading(args.db) as con:
-        result = search_all(con, phrase, flt, regex=args.regex, limit=args.limit, context=args.context,
+        result = search_all(con, phrase, flt, regex=args.regex, ignore_case=args.ignore_case, limit=args.limit, context=args.context,
                             redact=args.redact)
     if args.json:
         print_json(result)
         return 0
-    for h in result["hits"]:
-        where = f"{h['sessionId']}  {h.get('project') or '-'}  {h['line']}:{h['column']}  {h['at'] or '-'}  {h['role'] or '-'}"
-        text = f"…{h['before']}[{h['match']}]{h['after']}…".replace("\r", "").replace("\n", "⏎")
-        sys.stdout.write(f"{where}\n    {text}\n")
+    _print_hits(result["hits"])
     more = f", {len(result['hits'])} listed (--limit)" if result["truncated"] else ""
     sys.stderr.write(f"{result['total']} occurrence(s) in {result['sessions']} session(s){more}\n")
     return 0
+
+
+HIT_STYLE = "bold reverse"
+
+
+def _print_hits(hits: list[dict]) -> None:
+    """Each hit as its place, then the text around it indented by four spaces (every line of it).
+
+    The match is marked by style alone (on a terminal); the text is the transcript's, character for
+    character, so no bracket or symbol can be taken for part of it. Piped output has no styles: the
+    column and length on the first line say where the match is."""
+    from rich.text import Text
+
+    from pipeline.console import console, visible
+
+    out = console(None if sys.stdout.isatty() else 100_000)
+    for h in hits:
+        place = Text()
+        place.append(visible(f"{h['sessionId']}  {h.get('project') or '-'}  "))
+        place.append(f"{h['line']}:{h['column']}", style="bold")
+        place.append(visible(f"  +{len(h['match'])}  {h['at'] or '-'}  {h['role'] or '-'}"))
+        out.print(place, soft_wrap=True)
+        body = Text()
+        body.append(visible(h["before"]))
+        body.append(visible(h["match"], style=HIT_STYLE))
+        body.append(visible(h["after"]))
+        for line in body.split("\n", allow_blank=True):
+            out.print(Text("    ") + line, soft_wrap=True)

@@ -58,10 +58,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
         sys.stdout.write(conversation_markdown(conv, hit=args.hit, fold_lines=args.fold))
         return 0
-    from rich.console import Console
-
+    from pipeline.console import console
     from pipeline.show.terminal import print_conversation
 
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 120
-    print_conversation(conv, Console(width=width, highlight=False), hit=args.hit, fold_lines=args.fold)
+    print_conversation(conv, console(width), hit=args.hit, fold_lines=args.fold)
     return 0

@@ -86,13 +86,16 @@ def _query_hint(con: Any, exc: Exception, query: str) -> str:
 
 def table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     """Rows as a rich table on stdout (the row count on stderr)."""
-    from rich.console import Console
     from rich.table import Table
 
-    t = Table(*columns, show_lines=False)
+    from pipeline.console import console, visible
+
+    t = Table(show_lines=False)
+    for c in columns:
+        t.add_column(visible(c))
     for r in rows:
-        t.add_row(*["" if v is None else str(plain(v)) for v in r])
+        t.add_row(*[visible(None if v is None else str(plain(v))) for v in r])
     # A terminal's own width; piped output is not wrapped at 80 columns unless COLUMNS says so.
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
-    Console(width=width).print(t)
+    console(width).print(t)
     sys.stderr.write(f"{len(rows)} rows\n")

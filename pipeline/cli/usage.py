@@ -55,8 +55,9 @@ def _n(value: int) -> str:
 
 
 def _print(report: dict[str, Any], kind: str, breakdown: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from pipeline.console import console, visible
 
     key = "sessions" if kind == "session" else kind
     rows = report[key]
@@ -66,12 +67,12 @@ def _print(report: dict[str, Any], kind: str, breakdown: bool) -> None:
         table.add_column(name, justify="right")
     for r in rows:
         models = f"{len(r['modelsUsed'])} model(s)" if breakdown and len(r["modelsUsed"]) > 1 else ", ".join(r["modelsUsed"])
-        table.add_row(r.get("sessionId") or r["period"], models,
+        table.add_row(visible(r.get("sessionId") or r["period"]), visible(models),
                       *(_n(r[k]) for k in ("inputTokens", "cacheCreationTokens", "cacheReadTokens", "outputTokens", "totalTokens")),
                       f"{r['totalCost']:.2f}")
         if breakdown:
             for m in r["modelBreakdowns"]:
-                table.add_row("", f"└ {m['modelName']}", *(_n(m[k]) for k in ("inputTokens", "cacheCreationTokens",
+                table.add_row("", visible(f"└ {m['modelName']}"), *(_n(m[k]) for k in ("inputTokens", "cacheCreationTokens",
                               "cacheReadTokens", "outputTokens")), _n(sum(m[k] for k in ("inputTokens", "cacheCreationTokens",
                               "cacheReadTokens", "outputTokens"))), f"{m['cost']:.2f}", style="dim")
     t = report["totals"]
@@ -79,6 +80,6 @@ def _print(report: dict[str, Any], kind: str, breakdown: bool) -> None:
     table.add_row("total", "", *(_n(t[k]) for k in ("inputTokens", "cacheCreationTokens", "cacheReadTokens", "outputTokens",
                   "totalTokens")), f"{t['totalCost']:.2f}", style="bold")
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
-    Console(width=width).print(table)
+    console(width).print(table)
     if t.get("unpricedModels"):
         sys.stderr.write(f"no list price known for: {', '.join(t['unpricedModels'])} (their calls add no cost)\n")

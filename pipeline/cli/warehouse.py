@@ -143,11 +143,13 @@ def _minute(at: str | None) -> str:
 def _sessions_table(entries: list[dict[str, Any]], *, pending: bool) -> None:
     import os
 
-    from rich.console import Console
     from rich.table import Table
 
+    from pipeline.console import console as new_console
+    from pipeline.console import visible
+
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 220
-    console = Console(width=width)
+    console = new_console(width)
     memories = any(e["linkedMemories"] for e in entries)
     counts = ("prompts", "turns", "tools", "tokens", "cost $", "lines", *(("next",) if pending else ()), *(("mem",) if memories else ()))
 
@@ -166,8 +168,8 @@ def _sessions_table(entries: list[dict[str, Any]], *, pending: bool) -> None:
             versions = e["harnessVersions"]
             harness = versions[-1] + (f" +{len(versions) - 1}" if len(versions) > 1 else "") if versions else ""
             cost = f"{e['cost']:.2f}" + ("" if e["costComplete"] else "+")  # + : some calls have no known price
-            table.add_row(e["sessionId"], *((e["slug"] or "",) if with_project else ()), _minute(e["firstAt"]),
-                          *((", ".join(e["models"]),) if with_models else ()), harness,
+            table.add_row(visible(e["sessionId"]), *((visible(e["slug"]),) if with_project else ()), _minute(e["firstAt"]),
+                          *((visible(", ".join(e["models"])),) if with_models else ()), visible(harness),
                           str(e["prompts"]), str(e["turns"]), str(e["toolCalls"]), f"{e['totalTokens']:,}", cost,
                           str(e["lineCount"]), *((str(e["newFromLine"]),) if pending else ()),
                           *((str(len(e["linkedMemories"])),) if memories else ()))

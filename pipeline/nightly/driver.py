@@ -415,12 +415,13 @@ def _run_batches(outcomes: list[BatchOutcome], engine: str, run_id: str, db: Pat
     if not outcomes:
         return
     if sys.stderr.isatty():
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
         from rich.progress import Progress as Bar
 
+        from pipeline.console import console
+
         with Bar("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                 TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+                 TimeElapsedColumn(), console=console(stderr=True), transient=True) as bar:
             task = bar.add_task("batches", total=len(outcomes))
             _run_batch_processes(outcomes, engine, run_id, db, opts, lock, bar.console.print,
                                  lambda: bar.advance(task), remote)

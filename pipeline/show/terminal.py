@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
+from pipeline.console import visible
 from pipeline.show.conversation import Conversation, Item
 from pipeline.show.folding import FOLD_LINES, fold
 
@@ -26,8 +27,8 @@ def _highlight(text: Text, hit: str | None) -> Text:
 
 def print_conversation(conv: Conversation, console: Console, *, hit: str | None = None, fold_lines: int = FOLD_LINES) -> None:
     head = Text()
-    head.append(conv.session_id, style="bold")
-    head.append(f"  {conv.format}  {conv.slug or '-'}\n", style="dim")
+    head.append(visible(conv.session_id, style="bold"))
+    head.append(visible(f"  {conv.format}  {conv.slug or '-'}\n", style="dim"))
     head.append(f"{conv.first_at or '?'} → {conv.last_at or '?'}  lines {conv.start}–{conv.end} of {conv.line_count}", style="dim")
     if conv.parent_session_id:
         head.append(f"\nstarted from {conv.parent_session_id} (pipeline show {conv.parent_session_id})", style="dim")
@@ -42,21 +43,21 @@ def _item(item: Item, console: Console, hit: str | None, fold_lines: int) -> Non
     if item.kind == "marker":
         title = f" {item.label}: {item.text} "
         if len(title) + 8 <= console.width:
-            console.rule(Text(title, style=STYLES["marker"]), style="blue")
+            console.rule(visible(title, style=STYLES["marker"]), style="blue")
         else:  # a rule would cut its title (an id, a command): the marker gets a line of its own
             console.rule(style="blue")
-            console.print(Text(title.strip(), style=STYLES["marker"]), overflow="fold")
+            console.print(visible(title.strip(), style=STYLES["marker"]), overflow="fold")
         return
     line = Text()
     line.append(f"{item.line_no:>5} ", style="dim")
-    line.append(item.label, style=STYLES.get(item.kind, ""))
+    line.append(visible(item.label, style=STYLES.get(item.kind, "")))
     if item.status:
         line.append(f"  [{item.status}]", style=STATUS_STYLES.get(item.status, "bold red"))
     if item.at:
         line.append(f"  {item.at}", style="dim")
     console.print(line)
     folded = fold(item.text, item.kind, fold_lines)
-    body = Text(folded.shown, style="dim" if item.kind in ("thinking", "other") else "")
+    body = visible(folded.shown, style="dim" if item.kind in ("thinking", "other") else "")
     console.print(Padding(_highlight(body, hit), (0, 0, 0, 6)))
     if folded.hidden_lines:
         more = f"{folded.hidden_lines} more line(s)"

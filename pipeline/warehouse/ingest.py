@@ -789,9 +789,9 @@ def _run(con: duckdb.DuckDBPyConnection, files: list[Path], report: IngestReport
 
 
 def _stderr_console() -> Any:
-    from rich.console import Console
+    from pipeline.console import console
 
-    return Console(stderr=True)
+    return console(stderr=True)
 
 
 def problems_of(con: duckdb.DuckDBPyConnection, session_id: str) -> list[dict]:

@@ -137,7 +137,16 @@ def snippet(text: str, spans: list[tuple[int, int]] | None, start: int, end: int
     return text[max(0, start - context):start], text[start:end], text[end:end + context], False
 
 
-def _occurrences(text: str, phrase: str, pattern: re.Pattern[str] | None) -> Iterator[tuple[int, int]]:
+def _occurrences(text: str, phrase: str, pattern: re.Pattern[str] | None, folded: str | None = None) -> Iterator[tuple[int, int]]:
+    """Non-overlapping occurrences, left to right, as (start, end) in `text`. With `folded` (the phrase
+    lower-cased), a literal search compares lower-cased text: offsets are the original text's."""
+    if folded is not None:
+        low = text.lower()
+        if len(low) != len(text):  # a character whose lower case is longer (İ): compare one by one
+            yield from _occurrences(text, phrase, re.compile(re.escape(phrase), re.IGNORECASE))
+            return
+        text, phrase = low, folded
+        pattern = None
     if pattern is None:
         at = text.find(phrase)
         while at >= 0:
@@ -171,6 +180,7 @@ def search_all(
     flt: SearchFilter | None = None,
     *,
     regex: bool = False,
+    ignore_case: bool = False,
     limit: int = DEFAULT_LIMIT,
     context: int = CONTEXT_CHARS,
     redact: bool = False,
@@ -181,7 +191,9 @@ def search_all(
     `total` counts every occurrence (of the role asked for, on the days asked for); `hits` lists the
     first `limit`, by session (oldest first) then line; `truncated` says the listing was cut. With
     `redact`, secrets are masked as the consolidator's tools mask them (`pipeline.secrets.redact.LineMasker`): a
-    hit with a secret anywhere near it is shown from the stored line, masked, and never decoded."""
+    hit with a secret anywhere near it is shown from the stored line, masked, and never decoded.
+    With `ignore_case`, a literal phrase matches whatever its case (both sides lower-cased) and a
+    regular expression is compiled with re.IGNORECASE; columns and the text shown are the line's own."""
     flt = flt or SearchFilter()
     if not isinstance(phrase, str) or phrase == "":
         raise UsageError("the phrase must be non-empty (it is matched literally unless --regex)")
@@ -192,28 +204,30 @@ def search_all(
     pattern = None
     if regex:
         try:
-            pattern = re.compile(phrase)
+            pattern = re.compile(phrase, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
             raise UsageError(f"--regex: {phrase!r} is not a valid regular expression: {exc}") from None
     sessions = _sessions(con, flt)
-    where = "" if pattern is not None else "AND contains(l.text, $phrase)"
+    folded = phrase.lower() if ignore_case and pattern is None else None
+    where = ("" if pattern is not None else
+             "AND contains(lower(l.text), $phrase)" if folded is not None else "AND contains(l.text, $phrase)")
     params: dict[str, Any] = {"ids": list(sessions)}
     if pattern is None:
-        params["phrase"] = phrase
+        params["phrase"] = folded if folded is not None else phrase
     cur = con.execute(
         f"""
         SELECT l.session_id, l.line_no, l.text FROM lines l
         JOIN (SELECT unnest($ids::VARCHAR[]) AS session_id) s USING (session_id)
         WHERE true {where}
         ORDER BY l.session_id, l.line_no
-        """,  # `where` is one of two fixed strings; the phrase is a bound parameter
+        """,  # `where` is one of three fixed strings; the phrase is a bound parameter
         params,
     )
     found: dict[str, list[dict[str, Any]]] = {}
     total = 0
     while batch := cur.fetchmany(2048):
         for session_id, line_no, text in batch:
-            hits = list(_occurrences(text, phrase, pattern))
+            hits = list(_occurrences(text, phrase, pattern, folded))
             if not hits:
                 continue
             meta = sessions[session_id]
@@ -255,7 +269,7 @@ def search_all(
                     "sessionId": session_id, "project": meta["slug"], "line": entry["line"], "column": start + 1,
                     "at": at, "role": role, "before": before, "match": match, "after": after,
                 })
-    return {"phrase": phrase, "regex": regex, "total": total, "truncated": len(listed) < total,
+    return {"phrase": phrase, "regex": regex, "ignoreCase": ignore_case, "total": total, "truncated": len(listed) < total,
             "sessions": len(found), "hits": listed}
 
 

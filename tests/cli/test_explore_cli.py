@@ -43,8 +43,26 @@ def test_the_old_per_session_form_is_one_session(wh: Path, capsys) -> None:
 
 
 def test_search_text_names_the_hit_and_the_count(wh: Path, capsys) -> None:
+    code, out, err = run(capsys, ["search", "ModuleNotFoundError", "--limit", "1", "--json", "--db", str(wh)])
+    hit = json.loads(out)["hits"][0]
     code, out, err = run(capsys, ["search", "ModuleNotFoundError", "--limit", "1", "--db", str(wh)])
-    assert code == 0 and "[ModuleNotFoundError]" in out and "occurrence(s) in" in err
+    place, *body = out.splitlines()
+    assert code == 0 and "occurrence(s) in" in err
+    # the place names line, column and length; the text is the transcript's, with no mark added to it
+    assert f"  {hit['line']}:{hit['column']}  +19  " in place
+    assert "\n".join(line.removeprefix("    ") for line in body) == hit["before"] + hit["match"] + hit["after"]
+    assert "[ModuleNotFoundError]" not in out
+
+
+def test_search_ignore_case_finds_every_case_and_reports_the_original_text(wh: Path, capsys) -> None:
+    _, exact, _ = run(capsys, ["search", "ModuleNotFoundError", "--json", "--limit", "1000", "--db", str(wh)])
+    _, folded, _ = run(capsys, ["search", "-i", "modulenotfounderror", "--json", "--limit", "1000", "--db", str(wh)])
+    _, none, _ = run(capsys, ["search", "modulenotfounderror", "--json", "--db", str(wh)])
+    e, f = json.loads(exact), json.loads(folded)
+    assert json.loads(none)["total"] == 0 and f["ignoreCase"] is True
+    assert f["total"] >= e["total"] > 0
+    assert {(h["sessionId"], h["line"], h["column"]) for h in e["hits"]} <= {(h["sessionId"], h["line"], h["column"]) for h in f["hits"]}
+    assert all(h["match"].lower() == "modulenotfounderror" for h in f["hits"])
 
 
 def test_show_in_every_form(wh: Path, tmp_path: Path, capsys) -> None:

@@ -1,0 +1,115 @@
+"""Data is never markup on a terminal: hostile values through every terminal renderer come out as
+they are (control and invisible characters as their styled escapes, `pipeline.console.shown`)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from pipeline import console as console_module
+from pipeline.cli import search as search_cli
+from pipeline.cli import sql as sql_cli
+from pipeline.cli import warehouse as warehouse_cli
+from pipeline.console import escape_of, shown, visible
+from pipeline.show.conversation import Conversation, Item
+from pipeline.show.terminal import print_conversation
+
+# Pieces a transcript really holds that a renderer could take for its own syntax.
+HOSTILE = [
+    "[bold]", "[/bold]", "[/]", "[dir]", "tree[dir]", "[trimmed for fixture]", "[link=http://x]", ":smile:", ":warning:",
+    "<b>", "</code>", "&amp;", "&lt;", "<script>", "*a*", "_b_", "`c`", "# h", "| x |", "\\", "\x1b[31m", "\x1b]8;;x\x07",
+    "\x00", "\x07", "\x08", "\r", "\x0b", "\x7f", "\x9b", "\u202e", "\u200b", "\u2066", "\ufeff", "\u2028", "é", "終わり", "🎉",
+    "ana@example.com", "-Users-ana-uw-", "sk-", "AKIA",
+]
+value = st.lists(st.one_of(st.sampled_from(HOSTILE), st.text(st.characters(exclude_categories=("Cs",),
+                                                                             exclude_characters="\t\n"), max_size=6)),
+                 max_size=8).map("".join)
+
+
+@pytest.fixture(autouse=True)
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+def _capture(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    """Every console the package makes writes to one buffer, as a pipe would (no styles)."""
+    buf = io.StringIO()
+    real = console_module.console
+
+    def to_buffer(width: int | None = None, *, stderr: bool = False) -> Console:
+        made = real(width or 400, stderr=stderr)
+        made.file = buf
+        return made
+
+    monkeypatch.setattr(console_module, "console", to_buffer)
+    return buf
+
+
+def test_visible_escapes_only_what_a_terminal_cannot_show() -> None:
+    assert shown("if (!tree[dir]) [bold]x[/bold] :smile:") == "if (!tree[dir]) [bold]x[/bold] :smile:"
+    assert shown("a\x1b[31mb") == "a\\x1b[31mb" and shown("\u202eabc") == "\\u202eabc"
+    assert [s.style for s in visible("a\x1bb").spans] == ["reverse"]
+    assert escape_of("\x00") == "\\x00" and escape_of("\u200b") == "\\u200b"
+    assert shown("line one\nline two") == "line one\nline two"
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(v=value, header=value)
+def test_sql_table_shows_values_and_headers_as_they_are(v: str, header: str, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    buf = _capture(monkeypatch)
+    sql_cli.table([header or "h"], [(v,)])
+    capsys.readouterr()
+    out = buf.getvalue()
+    assert shown(v) in out and shown(header or "h") in out
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(version=value, slug=value.filter(lambda v: len(shown(v)) <= 26), model=value.filter(lambda v: len(shown(v)) <= 26))
+def test_sessions_table_shows_versions_projects_and_models_as_they_are(
+    version: str, slug: str, model: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    buf = _capture(monkeypatch)
+    # the project and models columns are 28 wide (a summary: --json has every value whole)
+    entry = {"sessionId": "S1", "slug": slug, "firstAt": "2026-10-01T10:00:00Z", "models": [model],
+             "harnessVersions": [version], "prompts": 1, "turns": 2, "toolCalls": 3, "totalTokens": 4, "cost": 0.5,
+             "costComplete": True, "lineCount": 9, "linkedMemories": []}
+    warehouse_cli._sessions_table([entry], pending=False)
+    capsys.readouterr()
+    out = buf.getvalue()
+    assert shown(version) in out and shown(slug) in out and shown(model) in out
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(before=value, match=value.filter(bool), after=value)
+def test_search_hits_show_the_text_and_mark_the_match_by_style_only(
+    before: str, match: str, after: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    buf = _capture(monkeypatch)
+    hit = {"sessionId": "S1", "project": "p", "line": 3, "column": len(before) + 1, "at": None, "role": "tool",
+           "before": before, "match": match, "after": after}
+    search_cli._print_hits([hit])
+    place, *body = buf.getvalue().split("\n")[:-1]
+    assert place.startswith("S1  p  3:") and f"+{len(match)}" in place
+    assert "\n".join(line.removeprefix("    ") for line in body) == shown(before + match + after)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(text=value, label=value)
+def test_show_prints_items_as_they_are(text: str, label: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    buf = io.StringIO()
+    out = console_module.console(400)
+    out.file = buf
+    conv = Conversation(session_id="S1", slug="p", format="claude-code", cwd=None, first_at=None, last_at=None,
+                        line_count=1, start=1, end=1,
+                        items=[Item(line_no=1, at=None, kind="tool result", label=label or "Bash", text=text)])
+    print_conversation(conv, out, fold_lines=0)
+    printed = buf.getvalue()
+    for line in shown(text).split("\n"):
+        assert line.rstrip() in printed
+    assert shown(label or "Bash") in printed
