@@ -12,9 +12,9 @@ that needs nothing from the network (no scripts, fonts or styles from elsewhere)
 text on the page passes through the redaction of `pipeline.secrets.redact`.
 
 The report is the last thing a night writes, so it has its own gate: the sessions of the night's
-batches are scanned for secrets again, every text the report shows is scrubbed against them
-(masked, and any stretch that shares 12+ normalised characters with one cut out), and `write()`
-checks the finished page once more.
+batches are scanned for secrets again, every value the report shows is masked against them before it
+is rendered (the same `redacted` as every other output), and `write()` checks the text the finished
+page shows once more, failing rather than editing markup.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ import datetime as dt
 import html
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,7 @@ from pipeline.nightly.evidence import EvidenceView, evidence_html, evidence_view
 from pipeline.nightly.kernels import papermill_command, run_papermill
 from pipeline.secrets.gate import SecretSet
 from pipeline.secrets.redact import redacted
+from pipeline.secrets.scan import spans
 from pipeline.warehouse import db as warehouse
 
 REPO = config.REPO
@@ -71,12 +74,12 @@ def night_secrets(con: Any, run_id: str) -> SecretSet:
 
 
 def _scrubbed(frame: pl.DataFrame, known: SecretSet) -> pl.DataFrame:
-    """Every text cell of `frame` as the report may show it."""
-    if not known or frame.is_empty():
+    """Every text cell of `frame` masked as every output masks a value (`redacted`), before rendering."""
+    if frame.is_empty():
         return frame
     cols = [c for c, t in frame.schema.items() if t == pl.String]
     return frame.with_columns(
-        pl.col(c).map_elements(known.scrub, return_dtype=pl.String, skip_nulls=True) for c in cols
+        pl.col(c).map_elements(lambda v: redacted(v, known), return_dtype=pl.String, skip_nulls=True) for c in cols
     ) if cols else frame
 
 
@@ -143,7 +146,7 @@ def tables(db: str | Path, run_id: str, run_dir: str | Path) -> dict[str, Any]:
     }
     run_table = run.drop("details") if run.height else run
     return {"run": _scrubbed(run_table, known), "totals": totals, "batches": _scrubbed(batch_table, known),
-            "sessions": read,
+            "sessions": _scrubbed(read, known),
             "pending": pl.DataFrame([{"session_id": e["sessionId"], "project": e["slug"], "lines": e["lineCount"],
                                       "new from line": e["newFromLine"]} for e in still],
                                     schema={"session_id": pl.String, "project": pl.String, "lines": pl.Int64,
@@ -473,16 +476,57 @@ def write(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None 
     return html
 
 
-def gate_file(path: Path, known: SecretSet) -> bool:
-    """The page's last check: rewrite it scrubbed if it still holds anything of a night's secret
-    (True when it had to)."""
+class _PageText(HTMLParser):
+    """The text a browser shows of a page, and its attribute values (titles, alt texts, links)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.parts.extend(v for _, v in attrs if v)
+
+
+def _shown_texts(path: Path) -> Iterator[str]:
+    raw = path.read_text(encoding="utf-8")
+    if path.suffix == ".ipynb":
+        stack: list[Any] = [json.loads(raw)]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, str):
+                yield value
+                if "<" in value:  # an HTML output: what it shows, too
+                    yield from _html_texts(value)
+            elif isinstance(value, dict):
+                stack.extend(value.values())
+            elif isinstance(value, list):
+                stack.extend(value)
+        return
+    yield from _html_texts(raw)
+
+
+def _html_texts(markup: str) -> list[str]:
+    parser = _PageText()
+    parser.feed(markup)
+    parser.close()
+    return ["\n".join(parser.parts)]
+
+
+def gate_file(path: Path, known: SecretSet) -> None:
+    """The page's last check, which never rewrites it: every value was masked before it was rendered
+    (`redacted`), so a known secret in the text the page shows is a bug. The page is then removed and
+    the report fails, naming only the kinds; markup is never edited (a mask written over rendered
+    HTML once cut through a closing tag and broke the page)."""
     if not known or not path.exists():
-        return False
-    text = path.read_text(encoding="utf-8")
-    if not known.check(text):
-        return False
-    path.write_text(known.scrub(text), encoding="utf-8")
-    return True
+        return
+    kinds = sorted({sp.kind for text in _shown_texts(path) for sp in spans(text, known.secrets)})
+    if kinds:
+        path.unlink()
+        raise ReportError(f"{path.name} would show a secret of this night's transcripts ({', '.join(kinds)}) that was "
+                          "not masked before rendering; the file was removed. This is a bug: report it with the run id.")
 
 
 def report_command(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None = None,

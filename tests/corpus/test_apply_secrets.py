@@ -3,6 +3,7 @@ still holds a secret, verbatim or rewritten, is refused with a reason and never 
 
 from __future__ import annotations
 
+import html
 import json
 import random
 import re
@@ -14,6 +15,7 @@ import pytest
 from pipeline.consolidator import pending
 from pipeline.corpus import apply
 from pipeline.corpus.git_corpus import Corpus
+from pipeline.errors import ReportError
 from pipeline.nightly import report
 from pipeline.secrets.gate import SecretSet
 from pipeline.warehouse import db, ingest
@@ -115,10 +117,14 @@ def test_a_raw_secret_in_a_claim_is_masked_before_it_lands(env) -> None:
     assert "[REDACTED:openai-key]" in Corpus(corpus).git("log", "-1", "--format=%s")
 
 
-def test_the_report_gate_rewrites_a_page_that_holds_a_secret(tmp_path: Path) -> None:
+def test_the_report_gate_never_edits_markup_and_refuses_a_page_that_shows_a_secret(tmp_path: Path) -> None:
     known = SecretSet.from_lines([ERROR])
     page = tmp_path / "report.html"
-    page.write_text(f"<td>{re.sub(r'[0-9]+', '<n>', KEY)}</td><td>fine</td>", encoding="utf-8")
-    assert report.gate_file(page, known)
-    assert not known.leaks(page.read_text()) and "fine" in page.read_text()
-    assert not report.gate_file(page, known)
+    fine = "<td><code class=\"id\">-Users-jdoe-uw-proj</code> · line 69</td><td>[REDACTED:openai-key]</td>"
+    page.write_text(fine, encoding="utf-8")
+    report.gate_file(page, known)
+    assert page.read_text(encoding="utf-8") == fine  # untouched, byte for byte
+    page.write_text(f"<td>{html.escape(KEY)}</td><td>fine</td>", encoding="utf-8")
+    with pytest.raises(ReportError, match="openai-key") as err:
+        report.gate_file(page, known)
+    assert not page.exists() and KEY not in str(err.value)
