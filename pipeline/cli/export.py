@@ -23,6 +23,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.set_defaults(func=cmd_export)
 
+    h = sub.add_parser(
+        "html", help="convert an executed notebook to one HTML page that opens offline",
+        description="Write NOTEBOOK (an executed .ipynb: a batch's notebook.ipynb, the night's night_report.ipynb, "
+        "a cache_anchoring or explore run) as one HTML page with nbconvert and the project's offline template: no "
+        "script, font or style from the network, and every plot with its figures as alt text.",
+    )
+    h.add_argument("notebook", metavar="NOTEBOOK", help="the executed notebook (.ipynb)")
+    h.add_argument("--out", metavar="FILE", help="the page to write (default: beside the notebook, .html)")
+    h.add_argument("--no-input", action="store_true", help="leave the code cells out (as the night report does)")
+    add_json(h)
+    h.set_defaults(func=cmd_html)
+
 
 def cmd_export(args: argparse.Namespace) -> int:
     from pipeline.lake import export
@@ -37,6 +49,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     else:
         sys.stderr.write(report.summary() + "\n")
+    return 0
+
+
+def cmd_html(args: argparse.Namespace) -> int:
+    from pipeline.notebook_html import to_html
+
+    page = to_html(args.notebook, args.out, no_input=args.no_input)
+    if args.json:
+        print_json({"page": str(page)})
+    else:
+        sys.stderr.write(f"wrote {page}\n")
     return 0
 
 

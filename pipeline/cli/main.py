@@ -34,7 +34,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "pipeline.cli.eval": ("eval",),
     "pipeline.cli.calls": ("import-calls",),
     "pipeline.cli.cache": ("simulate", "cache-report", "cache-eval"),
-    "pipeline.cli.export": ("export",),
+    "pipeline.cli.export": ("export", "html"),
     "pipeline.cli.usage": ("usage",),
 }
 COMMAND_MODULES = tuple(COMMANDS)

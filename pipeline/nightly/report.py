@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -31,7 +30,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline import config
+from pipeline import config, notebook_html
 from pipeline.consolidator import pending
 from pipeline.consolidator.batch_secrets import scan_sessions, scan_warehouse
 from pipeline.corpus import apply as apply_mod
@@ -48,9 +47,6 @@ from pipeline.warehouse import db as warehouse
 
 REPO = config.REPO
 NOTEBOOK = config.NOTEBOOKS / "night_report.ipynb"
-# nbconvert's own templates load require.js and MathJax from a CDN; this one leaves every script out.
-TEMPLATES = config.NOTEBOOKS / "templates"
-TEMPLATE = "offline"
 
 
 def _cost(model: str | None, prompt: int | None, cached: int | None, completion: int | None) -> float | None:
@@ -464,10 +460,8 @@ def write(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None 
     run_dir.mkdir(parents=True, exist_ok=True)
     executed = run_dir / "night_report.ipynb"
     _run(report_command(run_id, run_dir, db, note=note, corpus=corpus), "the report notebook")
-    _run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input",
-          f"--TemplateExporter.extra_template_basedirs={TEMPLATES}", "--template", TEMPLATE, str(executed),
-          "--output", "report", "--output-dir", str(run_dir)], "nbconvert")
     html = run_dir / "report.html"
+    _run(notebook_html.command(executed, html, no_input=True), "nbconvert")
     with warehouse.reading(db) as con:
         sessions = _night_sessions(con, run_id)
     known = scan_warehouse(db, sessions)

@@ -213,11 +213,18 @@ _CHILDREN = """
         ), parent AS (
             SELECT json_extract_string(text, '$.uuid') AS uuid FROM lines
             WHERE session_id = $id AND json_valid(text) AND json_extract_string(text, '$.uuid') IS NOT NULL
+        ), kids AS (
+            SELECT session_id, line_count, min(TRY_CAST(json_extract_string(rec, '$.timestamp') AS TIMESTAMPTZ)) AS started
+            FROM own WHERE rec IS NOT NULL
+              AND (json_extract_string(rec, '$.uuid') IS NULL OR json_extract_string(rec, '$.uuid') NOT IN (SELECT uuid FROM parent))
+            GROUP BY ALL
+        ), times AS (
+            SELECT line_no, TRY_CAST(json_extract_string(text, '$.timestamp') AS TIMESTAMPTZ) AS at
+            FROM lines WHERE session_id = $id AND json_valid(text)
         )
-        SELECT session_id, line_count, min(TRY_CAST(json_extract_string(rec, '$.timestamp') AS TIMESTAMPTZ)) AS started
-        FROM own WHERE rec IS NOT NULL
-          AND (json_extract_string(rec, '$.uuid') IS NULL OR json_extract_string(rec, '$.uuid') NOT IN (SELECT uuid FROM parent))
-        GROUP BY ALL ORDER BY started NULLS LAST, session_id
+        -- the line a subagent stands on: the parent's last line written before its own first one
+        SELECT k.session_id, k.line_count, k.started, (SELECT max(t.line_no) FROM times t WHERE t.at <= k.started) AS anchor
+        FROM kids k ORDER BY anchor NULLS LAST, started NULLS LAST, session_id
         """
 _LINES = "SELECT line_no, text FROM lines WHERE session_id = ? AND line_no BETWEEN ? AND ? ORDER BY line_no"
 _STATUSES = ("SELECT line_no, is_error, exit_code, rejected FROM tool_results WHERE session_id = $id "
@@ -242,8 +249,11 @@ def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | N
     conv = Conversation(session_id, slug, fmt, cwd, _iso(first_at), _iso(last_at), int(line_count), lo,
                         min(hi, int(line_count)), parent)
     # Sessions started from this one (`_CHILDREN`), asked for only when there are some.
-    children = [(_iso(a), sid, n) for sid, n, a in db.execute_parsed(con, _CHILDREN, {"id": session_id}).fetchall()
-                ] if has_children else []
+    # Each stands on the line that started it; one with no time of its own is listed after the last line.
+    children: dict[int, list[tuple[str | None, str, int]]] = {}
+    for sid, n, a, anchor in db.execute_parsed(con, _CHILDREN, {"id": session_id}).fetchall() if has_children else []:
+        children.setdefault(int(anchor) if anchor is not None else (1 if a is not None else int(line_count)), []
+                            ).append((_iso(a), sid, n))
     # Codex writes each message twice, as an item and as an event: the events are shown only in a
     # rollout that has no message items.
     has_items = fmt != CODEX or _has_message_items(con, session_id)
@@ -278,12 +288,9 @@ def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | N
         if today and today != day:
             conv.items.append(Item(line_no, at, "marker", "new day" if day else "day", f"{today} (UTC)"))
         day = today or day
-        while children and at and children[0][0] and children[0][0] <= at:
-            c_at, c_id, c_lines = children.pop(0)
-            conv.items.append(Item(line_no, c_at, "marker", "subagent starts",
-                                   f"{c_id} ({c_lines} lines): pipeline show {c_id}", session_link=c_id))
         if marker:
             conv.items.append(Item(line_no, at, "marker", "compaction", marker))
+            _started_here(conv, children.get(line_no, ()), line_no)
             continue
         if fmt == CLAUDE:
             subagents.update(_subagent(rec))
@@ -307,7 +314,12 @@ def conversation(con: duckdb.DuckDBPyConnection, session_id: str, start: int | N
             if e.kind == "tool result":
                 label = "tool result"
             conv.items.append(Item(line_no, at, kind, label, e.text, status))
-    for c_at, c_id, c_lines in children if conv.end == conv.line_count else []:
-        conv.items.append(Item(conv.end, c_at, "marker", "subagent starts",
-                               f"{c_id} ({c_lines} lines): pipeline show {c_id}", session_link=c_id))
+        _started_here(conv, children.get(line_no, ()), line_no)
     return conv
+
+
+def _started_here(conv: Conversation, children: Any, line_no: int) -> None:
+    """The subagents (and spawned sessions) that line `line_no` started, after what the line shows."""
+    for c_at, c_id, c_lines in children:
+        conv.items.append(Item(line_no, c_at, "marker", "subagent starts",
+                               f"{c_id} ({c_lines} lines): pipeline show {c_id}", session_link=c_id))

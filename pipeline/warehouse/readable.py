@@ -9,13 +9,14 @@ context, file snapshots) give no entry.
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline.warehouse.formats import CLAUDE, CODEX
 
-__all__ = ["Entry", "line_time", "readable", "readable_record"]
+__all__ = ["Entry", "line_time", "readable", "readable_record", "tool_input"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,44 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+# A Write shows the file's first lines (the rest is in the transcript: `pipeline read`).
+WRITE_LINES = 20
+
+
+def _diff(path: str, old: Any, new: Any) -> str:
+    """An edit as a unified diff of its old and new strings (3 lines of context)."""
+    before = old.splitlines() if isinstance(old, str) else []
+    after = new.splitlines() if isinstance(new, str) else []
+    lines = list(difflib.unified_diff(before, after, fromfile=path, tofile=path, lineterm=""))
+    return "\n".join(lines) if lines else f"{path}: old and new strings are the same"
+
+
+def tool_input(name: str, value: Any) -> str:
+    """A tool's input as a reader wants it: an Edit as a diff, a patch as its text, a Write as the file's
+    first lines, a shell call as its command, anything else as compact JSON."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        parsed = _parse(value)
+        value = parsed if isinstance(parsed, dict) else value
+    if isinstance(value, dict):
+        path = str(value.get("file_path") or value.get("path") or "")
+        if name == "Edit" and ("old_string" in value or "new_string" in value):
+            flag = "  (every occurrence)" if value.get("replace_all") else ""
+            return _diff(path, value.get("old_string"), value.get("new_string")) + flag
+        if name == "MultiEdit" and isinstance(value.get("edits"), list):
+            return "\n".join(_diff(path, e.get("old_string"), e.get("new_string"))
+                             for e in value["edits"] if isinstance(e, dict))
+        if name == "Write" and isinstance(value.get("content"), str):
+            lines = value["content"].splitlines()
+            more = len(lines) - WRITE_LINES
+            return "\n".join([f"{path} ({len(lines)} line(s))", *lines[:WRITE_LINES],
+                              *([f"… {more} more line(s)"] if more > 0 else [])])
+        if name == "apply_patch":
+            patch = value.get("input", value.get("patch"))
+            if isinstance(patch, str):
+                return patch
+    return _compact(value)
+
+
 def _blocks_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -85,7 +124,8 @@ def _claude(rec: dict[str, Any]) -> list[Entry]:
         elif btype == "thinking" and block.get("thinking"):
             out.append(Entry(f"{role} (thinking)", str(block["thinking"]), "thinking"))
         elif btype == "tool_use":
-            out.append(Entry(f"tool call {block.get('name') or '?'}", _compact(block.get("input")), "tool call"))
+            name = str(block.get("name") or "?")
+            out.append(Entry(f"tool call {name}", tool_input(name, block.get("input")), "tool call"))
         elif btype == "tool_result":
             error = " (error)" if block.get("is_error") else ""
             out.append(Entry(f"tool result{error}", _blocks_text(block.get("content")), "tool result"))
@@ -125,7 +165,8 @@ def _codex(rec: dict[str, Any]) -> list[Entry]:
         return [Entry("assistant (thinking)", text, "thinking")] if text else []
     if ptype in ("function_call", "custom_tool_call", "local_shell_call"):
         value = payload.get("arguments", payload.get("input", payload.get("action")))
-        return [Entry(f"tool call {payload.get('name') or 'shell'}", _compact(value), "tool call")]
+        name = str(payload.get("name") or "shell")
+        return [Entry(f"tool call {name}", tool_input(name, value), "tool call")]
     if ptype in ("function_call_output", "custom_tool_call_output"):
         return [_codex_output(payload)]
     return []
