@@ -97,10 +97,11 @@ def test_the_page_is_self_contained_escaped_and_folds_outputs(session) -> None:
     assert '<code class="id">S</code>' in page
 
 
-def test_markdown_fences_code_and_marks_the_hit(session) -> None:
+def test_markdown_fences_every_text_and_locates_the_hit_without_marking_data(session) -> None:
     md = conversation_markdown(conversation(session, "S"), hit="tests")
     assert "### tool call Bash · line 2" in md and "```\npytest -q\n```" in md
-    assert "run the <mark>tests</mark>" in md and "*… 29 more line(s) folded*" in md
+    assert "<mark>" not in md and "*… 29 more line(s) folded*" in md
+    assert re.search(r"### user · line \d+ · `[^`]+` · hit at character \d+", md)
     fence = conversation_markdown(conversation(session, "S"))  # a fence longer than any backtick run inside
     assert fence.count("```") % 2 == 0
 

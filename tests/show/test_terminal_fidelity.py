@@ -4,10 +4,12 @@ they are (control and invisible characters as their styled escapes, `pipeline.co
 from __future__ import annotations
 
 import io
+from html.parser import HTMLParser
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rich.cells import cell_len
 from rich.console import Console
 
 from pipeline import console as console_module
@@ -70,7 +72,7 @@ def test_sql_table_shows_values_and_headers_as_they_are(v: str, header: str, mon
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
-@given(version=value, slug=value.filter(lambda v: len(shown(v)) <= 26), model=value.filter(lambda v: len(shown(v)) <= 26))
+@given(version=value, slug=value.filter(lambda v: cell_len(shown(v)) <= 26), model=value.filter(lambda v: cell_len(shown(v)) <= 26))
 def test_sessions_table_shows_versions_projects_and_models_as_they_are(
     version: str, slug: str, model: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -113,3 +115,77 @@ def test_show_prints_items_as_they_are(text: str, label: str, monkeypatch: pytes
     for line in shown(text).split("\n"):
         assert line.rstrip() in printed
     assert shown(label or "Bash") in printed
+
+
+# -- Markdown and HTML pages: what a viewer shows is the value ------------------------------------------------
+class _Shown(HTMLParser):
+    """The text of a page and whether its tags balance (void elements aside)."""
+
+    VOID = {"meta", "br", "img", "hr", "input", "link", "col", "wbr"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: list[str] = []
+        self.open: list[str] = []
+        self.bad: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag not in self.VOID:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.open or self.open[-1] != tag:
+            self.bad.append(tag)
+        else:
+            self.open.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _page(markup: str) -> _Shown:
+    parsed = _Shown()
+    parsed.feed(markup)
+    parsed.close()
+    return parsed
+
+
+def _conv(text: str, label: str) -> Conversation:
+    return Conversation(session_id="S1", slug=label[:30] or "p", format="claude-code", cwd=label, first_at=None,
+                        last_at=None, line_count=2, start=1, end=2,
+                        items=[Item(line_no=1, at=None, kind="user", label="user", text=text),
+                               Item(line_no=2, at=None, kind="tool result", label=label or "tool result", text=text)])
+
+
+# Markdown has no way to carry NUL or a lone carriage return (CommonMark replaces and splits them): the
+# Markdown view is for reading, the terminal and JSON views show those characters.
+MD_HOSTILE = [h for h in HOSTILE if not any(ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f for c in h)]
+md_value = st.lists(st.one_of(st.sampled_from(MD_HOSTILE), st.text(st.characters(
+    exclude_categories=("Cs", "Cc", "Zl", "Zp"), exclude_characters="\t\n"), max_size=6)), max_size=8).map("".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=md_value.filter(lambda v: v.strip()), label=md_value.filter(lambda v: v.strip()))
+def test_show_markdown_renders_every_value_as_itself(text: str, label: str) -> None:
+    from markdown_it import MarkdownIt
+
+    from pipeline.show.markdown import conversation_markdown
+
+    rendered = MarkdownIt("commonmark").render(conversation_markdown(_conv(text, label), fold_lines=0))
+    page = _page(rendered)
+    shown_text = "".join(page.text)
+    assert not page.bad and not page.open
+    assert text in shown_text  # in a fence, byte for byte
+    assert label.strip() in shown_text.replace("\n", " ")  # escaped text or inline code
+    assert "<script>" not in rendered
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=value, label=value, hit=st.sampled_from(["", "[dir]", "<b>", "&amp;", "x"]))
+def test_show_html_page_has_balanced_tags_and_every_value_as_itself(text: str, label: str, hit: str) -> None:
+    from pipeline.show.page import conversation_html
+
+    page = _page(conversation_html(_conv(text, label), hit=hit or None, fold_lines=0))
+    shown_text = "".join(page.text)
+    assert not page.bad and page.open == []
+    assert text in shown_text and label in shown_text
