@@ -121,7 +121,7 @@ def test_show_prints_items_as_they_are(text: str, label: str, monkeypatch: pytes
 class _Shown(HTMLParser):
     """The text of a page and whether its tags balance (void elements aside)."""
 
-    VOID = {"meta", "br", "img", "hr", "input", "link", "col", "wbr"}
+    VOID = frozenset({"meta", "br", "img", "hr", "input", "link", "col", "wbr"})
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
