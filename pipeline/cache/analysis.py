@@ -906,10 +906,14 @@ def _notes(
     skipped = classified.filter(~pl.col("cache_reported"))
     if skipped.height:
         models = sorted({str(m) for m in skipped["model"].drop_nulls().to_list()})
+        # Said with the causes these calls have in the table (a session's first call is its cold_start
+        # whatever its model reports), so that the note and the table agree.
+        by_cause = skipped.group_by("cause").len().sort("cause")
+        causes_said = ", ".join(f"{n:,} {c}" for c, n in by_cause.iter_rows())
         notes.append(
-            f"{skipped.height:,} calls in {skipped['session_id'].n_unique():,} sessions come from models that never report a "
-            f"cached or written token ({', '.join(models[:5]) or 'no model named'}): they are no_cache_reported, not misses, "
-            "and are left out of every cached share"
+            f"{skipped.height:,} calls in {skipped['session_id'].n_unique():,} sessions come from a model that reported no "
+            f"cached or written token in that session ({', '.join(models[:5]) or 'no model named'}; {causes_said} in the "
+            "cause table): they are left out of every cached share"
         )
     fell_back = classified.filter(pl.col("tz_source") == "default")["session_id"].n_unique()
     if fell_back:

@@ -78,7 +78,8 @@ def classify_bare(
         .when(~pl.col("cache_reported")).then(is_("no_cache_reported"))
         .when(pl.col("gap_s") > pl.col("ttl_s")).then(is_("ttl_expiry"))
         .when(pl.col("prompt_tokens") < 0.5 * pl.col("prev_prompt")).then(is_("compaction"))
-        .when(pl.col("model").is_not_null() & pl.col("prev_model").is_not_null() & (pl.col("model") != pl.col("prev_model")))
+        .when(pl.col("model").is_not_null() & pl.col("prev_model").is_not_null() & (pl.col("model") != pl.col("prev_model"))
+              & (read < 0.5 * pl.col("prev_prompt").fill_null(0)))
         .then(is_("model_switch"))
         .when(tier_switch).then(is_("ttl_tier_switch"))
         .when(named | moved).then(is_("date_change"))
@@ -101,6 +102,8 @@ def classify_bare(
         (~first & moved.fill_null(False)).alias("crossing"),
         (~first & (pl.col("gap_s") <= pl.col("ttl_s"))).fill_null(False).alias("continuation"),
         pl.lit(True).alias("date_in_system"), "changed_sections", "true_cause",
+        # What only a transcript shows: a Codex side request, a tool load or thinking switch.
+        pl.lit(False).alias("side_request"), pl.lit(None, dtype=pl.String).alias("change_kind"),
     ).collect().get_columns()
     return _one_chunk(columns)
 

@@ -89,7 +89,8 @@ cand AS MATERIALIZED (
            OR contains(l.text, '"date_change"') OR contains(l.text, '<current_date>') OR contains(l.text, '<timezone>')
            OR contains(l.text, ' GMT-') OR contains(l.text, ' GMT+')
            OR contains(l.text, '"session_meta"') OR contains(l.text, '"user_message"') OR contains(l.text, '_review_mode"')
-           OR (s.format = 'claude-code' AND contains(l.text, '"type":"user"') AND NOT contains(l.text, '"tool_result"')))
+           OR (s.format = 'claude-code' AND contains(l.text, '"type":"user"') AND NOT contains(l.text, '"tool_result"'))
+           OR (s.format = 'claude-code' AND contains(l.text, '"tool_reference"')))
       AND json_valid(l.text)
 ),
 marks AS MATERIALIZED (
@@ -100,6 +101,9 @@ marks AS MATERIALIZED (
                                                 OR json_extract_string(text, '$.isCompactSummary') = 'true') THEN 'compaction'
                WHEN format = 'codex' AND json_extract_string(text, '$.type') = 'compacted' THEN 'compaction'
                WHEN format = 'claude-code' AND json_extract_string(text, '$.attachment.type') = 'date_change' THEN 'date_notice'
+               -- ToolSearch's result loads deferred tools: the next request's tool list is longer
+               WHEN format = 'claude-code' AND json_extract_string(text, '$.type') = 'user' AND contains(text, '"tool_reference"')
+                    AND list_contains(json_extract_string(text, '$.message.content[*].content[*].type'), 'tool_reference') THEN 'tool_load'
                WHEN format = 'claude-code' AND json_extract_string(text, '$.type') = 'user' AND {claude_prompt} THEN 'turn'
                WHEN format = 'codex' AND json_extract_string(text, '$.type') = 'session_meta' THEN 'version'
                WHEN format = 'codex' AND json_extract_string(text, '$.payload.type') = 'user_message' THEN 'turn'
@@ -115,6 +119,10 @@ marks AS MATERIALIZED (
            -- A local time a program printed on the user's machine ("17:32:24 GMT-0600 (Central …)").
            NULLIF(regexp_extract(text, '[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}} GMT([+-][0-9]{{4}}) \\(', 1), '') AS printed_offset,
            json_extract_string(text, '$.payload.cli_version') AS cli_version,
+           -- Claude Code 1.x switched extended thinking on for a request whose prompt says "think"
+           -- (or a stronger form), and off again for the next one that does not.
+           format = 'claude-code' AND regexp_matches(lower(coalesce(json_extract_string(text, '$.message.content'), '')),
+                                                     '\\b(think|ultrathink|megathink)\\b') AS asks_thinking,
            TRY_CAST(json_extract_string(text, '$.payload.timestamp') AS TIMESTAMPTZ) AS created
     FROM (
         -- A Codex environment context is a user-role message item; the same tags quoted in a tool
@@ -136,7 +144,7 @@ told AS (
 versions AS (SELECT session_id, line_no, cli_version FROM markers WHERE kind = 'version' AND cli_version IS NOT NULL),
 turns AS (
     -- Numbered per side of the file: an interleaved sidechain's prompts are turns of its own.
-    SELECT m.session_id, m.line_no, m.side_line AND s.parent_session_id IS NULL AS side,
+    SELECT m.session_id, m.line_no, m.side_line AND s.parent_session_id IS NULL AS side, m.asks_thinking,
            row_number() OVER (PARTITION BY m.session_id, m.side_line AND s.parent_session_id IS NULL ORDER BY m.line_no) AS turn_no
     FROM markers m JOIN sessions s USING (session_id) WHERE m.kind = 'turn'
 ),
@@ -200,7 +208,7 @@ keys AS (
 ),
 at_call AS (
     SELECT k.call_id, t.told_date AS seen_date, t.line_no AS seen_line, v.cli_version,
-           u.turn_no, u.line_no AS turn_line, r.in_review, r.line_no AS review_line
+           u.turn_no, u.line_no AS turn_line, u.asks_thinking, r.in_review, r.line_no AS review_line
     FROM keys k
     ASOF LEFT JOIN told t ON t.session_id = k.session_id AND k.line_no >= t.line_no
     ASOF LEFT JOIN versions v ON v.session_id = k.session_id AND k.line_no >= v.line_no
@@ -210,12 +218,12 @@ at_call AS (
 placed AS (
     SELECT b.*, a.seen_date, a.seen_line,
            CASE WHEN b.source = 'claude-code' THEN cc.version WHEN b.source = 'codex' THEN a.cli_version END AS harness_version,
-           coalesce(a.turn_no, 0) AS turn_no, a.turn_line,
+           coalesce(a.turn_no, 0) AS turn_no, a.turn_line, coalesce(a.asks_thinking, false) AS asks_thinking,
            coalesce(a.in_review, false) AS in_review, a.review_line,
            coalesce(cc.sidechain, false) AS sidechain, cc.agent_id
     FROM base b LEFT JOIN at_call a USING (call_id) LEFT JOIN cc_line cc USING (call_id)
 ),
-conv AS (
+conv0 AS (
     SELECT p.*,
            p.session_id
            || CASE WHEN p.source = 'claude-code' AND p.sidechain AND s.parent_session_id IS NULL
@@ -226,6 +234,27 @@ conv AS (
            bool_or(coalesce(p.cached_tokens, 0) > 0 OR coalesce(p.cache_write_tokens, 0) > 0)
                OVER (PARTITION BY p.session_id, p.model) AS cache_reported
     FROM placed p LEFT JOIN sessions s ON s.session_id = p.session_id LEFT JOIN session_tz z ON z.session_id = p.session_id
+),
+-- A Codex side request (a review, a check Codex asks of the model between two turns of the main
+-- conversation): a much smaller prompt with no compaction before it, after which the main
+-- conversation reads its whole earlier prompt from the cache again. It is a conversation of its own.
+side_cand AS (
+    SELECT call_id, session_id, line_no, prompt_tokens,
+           lag(line_no) OVER w AS p_line, lag(prompt_tokens) OVER w AS p_prompt, lead(cached_tokens) OVER w AS n_read
+    FROM conv0 WHERE transcript AND source = 'codex'
+    WINDOW w AS (PARTITION BY conversation ORDER BY line_no NULLS LAST, "at", call_id)
+),
+side AS (
+    SELECT c.call_id FROM side_cand c
+    WHERE c.prompt_tokens < 0.5 * c.p_prompt AND coalesce(c.n_read, 0) >= {hit_share} * c.p_prompt
+      AND NOT EXISTS (SELECT 1 FROM markers m WHERE m.session_id = c.session_id AND m.kind = 'compaction'
+                      AND m.line_no > c.p_line AND m.line_no < c.line_no)
+),
+conv AS (
+    SELECT c.* REPLACE (CASE WHEN d.call_id IS NULL THEN c.conversation
+                             ELSE c.conversation || ':side:' || c.line_no END AS conversation),
+           d.call_id IS NOT NULL AS side_request
+    FROM conv0 c LEFT JOIN side d USING (call_id)
 ),
 dated AS (
     SELECT *, timezone(tz, "at")::DATE AS local_date,
@@ -239,7 +268,8 @@ paired AS (
            lag(harness_version) OVER w AS prev_version, lag(local_date) OVER w AS prev_local_date,
            lag(seen_date) OVER w AS prev_seen_date, lag(turn_no) OVER w AS prev_turn_no,
            lag(turn_first_prompt) OVER w AS prev_turn_first_prompt,
-           lag(cache_write_tokens) OVER w AS prev_write, lag(cache_write_1h_tokens) OVER w AS prev_write_1h
+           lag(cache_write_tokens) OVER w AS prev_write, lag(cache_write_1h_tokens) OVER w AS prev_write_1h,
+           lag(asks_thinking) OVER w AS prev_asks_thinking
     FROM dated
     WINDOW w AS (PARTITION BY conversation ORDER BY line_no NULLS LAST, "at", call_id)
 ),
@@ -247,13 +277,14 @@ between_marks AS (
     SELECT p.call_id,
            min(m.line_no) FILTER (WHERE m.kind = 'compaction') AS compaction_line,
            min(m.line_no) FILTER (WHERE m.kind = 'date_notice') AS notice_line,
-           max(m.line_no) FILTER (WHERE m.kind = 'version') AS version_line
+           max(m.line_no) FILTER (WHERE m.kind = 'version') AS version_line,
+           min(m.line_no) FILTER (WHERE m.kind = 'tool_load') AS tool_load_line
     FROM paired p JOIN markers m
       ON m.session_id = p.session_id AND p.transcript AND m.line_no > p.prev_line AND m.line_no < p.line_no
     GROUP BY p.call_id
 ),
 facts AS (
-    SELECT p.*, bm.compaction_line, bm.notice_line, bm.version_line,
+    SELECT p.*, bm.compaction_line, bm.notice_line, bm.version_line, bm.tool_load_line,
            (epoch(p."at") - epoch(p.prev_at)) AS gap_s,
            coalesce(p.cached_tokens, 0) AS read,
            CASE
@@ -271,7 +302,9 @@ facts AS (
                AND list_transform(string_split(regexp_extract(p.harness_version, '^[0-9.]+'), '.'), lambda x: TRY_CAST(x AS INTEGER))
                    < {date_in_system})) AS date_in_system,
            list_contains(coalesce(p.changed_sections, []::VARCHAR[]), '{date_section}') AS date_named,
-           p.turn_no <> p.prev_turn_no AS new_turn
+           p.turn_no <> p.prev_turn_no AS new_turn,
+           p.harness = 'claude-code' AND p.turn_no <> p.prev_turn_no AND p.asks_thinking <> coalesce(p.prev_asks_thinking, false)
+               AND TRY_CAST(regexp_extract(p.harness_version, '^([0-9]+)\\.', 1) AS INTEGER) < 2 AS thinking_toggled
     FROM paired p LEFT JOIN between_marks bm USING (call_id)
 ),
 classified AS (
@@ -285,12 +318,17 @@ classified AS (
                WHEN gap_s > ttl_s AND (gap_s > ttl_max_s
                     OR NOT (transcript AND new_turn AND read >= {hit_share} * prev_turn_first_prompt)) THEN 'ttl_expiry'
                WHEN compaction_line IS NOT NULL OR prompt_tokens < 0.5 * prev_prompt THEN 'compaction'
-               WHEN model IS NOT NULL AND prev_model IS NOT NULL AND model <> prev_model THEN 'model_switch'
+               -- A model reads only its own cache entries: a switch that still read most of the prompt
+               -- found an entry of the new model, and the switch explains nothing.
+               WHEN model IS NOT NULL AND prev_model IS NOT NULL AND model <> prev_model
+                    AND read < 0.5 * coalesce(prev_prompt, 0) THEN 'model_switch'
                WHEN coalesce(cache_write_tokens, 0) > 0 AND coalesce(prev_write, 0) > 0
                     AND cache_write_1h_tokens IS NOT NULL AND prev_write_1h IS NOT NULL
                     AND (cache_write_1h_tokens > 0) <> (prev_write_1h > 0) THEN 'ttl_tier_switch'
                WHEN notice_line IS NOT NULL OR told_new_date OR date_named OR (date_in_system AND local_date_moved) THEN 'date_change'
                WHEN harness_version IS NOT NULL AND prev_version IS NOT NULL AND harness_version <> prev_version THEN 'harness_update'
+               -- The request itself changed, and the transcript says how: tools loaded, thinking toggled.
+               WHEN tool_load_line IS NOT NULL OR thinking_toggled THEN 'prefix_change'
                WHEN transcript AND new_turn AND read >= {hit_share} * prev_turn_first_prompt THEN 'prefix_change'
                -- The request shrank without a marker: its content changed, the provider did not forget.
                WHEN transcript AND NOT new_turn AND prompt_tokens < prev_prompt THEN 'prefix_change'
@@ -309,13 +347,15 @@ SELECT call_id, source, session_id, conversation, line_no, "at", model, harness,
            WHEN 'compaction' THEN coalesce(compaction_line, line_no)
            WHEN 'date_change' THEN coalesce(notice_line, CASE WHEN told_new_date THEN seen_line END, line_no)
            WHEN 'harness_update' THEN coalesce(version_line, line_no)
-           WHEN 'prefix_change' THEN CASE WHEN new_turn THEN turn_line ELSE line_no END
+           WHEN 'prefix_change' THEN coalesce(tool_load_line, CASE WHEN new_turn THEN turn_line ELSE line_no END)
            ELSE line_no
        END AS evidence_line_no,
        tz, tz_source, local_date, seen_date,
        prev_call_id IS NOT NULL AND (local_date_moved OR notice_line IS NOT NULL OR told_new_date) AS crossing,
        prev_call_id IS NOT NULL AND gap_s <= ttl_s AS continuation,
-       date_in_system, changed_sections, true_cause
+       date_in_system, changed_sections, true_cause, side_request,
+       CASE WHEN cause = 'prefix_change' AND tool_load_line IS NOT NULL THEN 'tools_loaded'
+            WHEN cause = 'prefix_change' AND thinking_toggled THEN 'thinking_toggled' END AS change_kind
 FROM classified
 """
 

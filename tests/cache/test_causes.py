@@ -324,8 +324,10 @@ def test_no_cache_reported_calls_are_left_out_of_shares_and_counted() -> None:
     assert report.rates["no_cache_reported"] == {"calls": 3, "sessions": 1, "models": ["glm-5.1"]}
     assert report.rates["overall"]["calls"] == 2  # the reporting session's calls only
     assert report.rates["overall"]["token_share"] == pytest.approx(10_000 / 21_000)
-    assert any(n.startswith("3 calls in 1 sessions come from models that never report a cached or written token (glm-5.1)")
-               for n in report.notes)
+    # the note names the causes those calls have in the table: it agrees with it
+    note = next(n for n in report.notes if n.startswith("3 calls in 1 sessions come from a model that reported no cached"))
+    assert "(glm-5.1; 1 cold_start, 2 no_cache_reported in the cause table)" in note
+    assert report.causes["cold_start"]["calls"] >= 1
 
 
 # --------------------------------------------------------------------------- the verb
