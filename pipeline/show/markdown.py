@@ -34,7 +34,8 @@ def _hits(text: str, hit: str | None) -> str:
     """Where the hit is in an item, by column (a fence cannot mark it, and no mark is added to data)."""
     if not hit or hit not in text:
         return ""
-    columns, at = [], text.find(hit)
+    columns: list[str] = []
+    at = text.find(hit)
     while at >= 0 and len(columns) < 5:
         columns.append(str(at + 1))
         at = text.find(hit, at + len(hit))
