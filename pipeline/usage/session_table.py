@@ -26,28 +26,14 @@ class SessionFilter:
 
 
 def _facts(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
-    """Per session: format, cwd, harness versions, tool-call count, models and tokens of its usage rows."""
-    facts: dict[str, dict[str, Any]] = {
-        sid: {"format": fmt, "cwd": cwd, "parentSessionId": parent, "harnessVersions": [], "toolCalls": 0, "models": []}
-        for sid, fmt, cwd, parent in con.execute("SELECT session_id, format, cwd, parent_session_id FROM sessions").fetchall()
+    """Per session: format, cwd, parent, harness versions and tool-call count, as every ingest keeps them
+    in `sessions` (reading them from the lines took seconds and gigabytes on a heavy user's home)."""
+    return {
+        sid: {"format": fmt, "cwd": cwd, "parentSessionId": parent, "harnessVersions": list(versions or []),
+              "toolCalls": int(n or 0), "models": []}
+        for sid, fmt, cwd, parent, versions, n in con.execute(
+            "SELECT session_id, format, cwd, parent_session_id, harness_versions, tool_calls FROM sessions").fetchall()
     }
-    # Claude Code stamps its version on every record; Codex names it once, in session_meta.
-    for sid, versions in con.execute(
-        """
-        SELECT session_id, list(DISTINCT v ORDER BY v) FROM (
-            SELECT l.session_id,
-                   CASE s.format WHEN 'claude-code' THEN json_extract_string(l.text, '$.version')
-                                 ELSE json_extract_string(l.text, '$.payload.cli_version') END AS v
-            FROM lines l JOIN sessions s USING (session_id)
-            WHERE (s.format = 'claude-code' AND contains(l.text, '"version":"'))
-               OR (s.format = 'codex' AND contains(l.text, '"cli_version"') AND contains(l.text, '"session_meta"'))
-        ) WHERE v IS NOT NULL GROUP BY 1
-        """
-    ).fetchall():
-        facts[sid]["harnessVersions"] = versions
-    for sid, n in con.execute("SELECT session_id, count(*) FROM tool_calls GROUP BY 1").fetchall():
-        facts[sid]["toolCalls"] = n
-    return facts
 
 
 def session_table(con: duckdb.DuckDBPyConnection, entries: list[dict[str, Any]], flt: SessionFilter | None = None, *,

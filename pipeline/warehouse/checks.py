@@ -665,6 +665,34 @@ def _cache_causes(real: RealSet) -> CheckResult:
                        failures[:EXAMPLES])
 
 
+@invariant("session facts")
+def _session_facts(real: RealSet) -> CheckResult:
+    """`sessions.tool_calls` and `sessions.harness_versions`, kept by the ingest, equal what the
+    `tool_calls` view and the records' own version fields give when read from every line."""
+    rows = real.con.execute(
+        """
+        WITH v AS (
+            SELECT session_id, list(DISTINCT ver ORDER BY ver) AS vs FROM (
+                SELECT l.session_id, CASE s.format WHEN 'claude-code' THEN json_extract_string(l.text, '$.version')
+                                                   ELSE json_extract_string(l.text, '$.payload.cli_version') END AS ver
+                FROM lines l JOIN sessions s USING (session_id)
+                WHERE (s.format = 'claude-code' AND contains(l.text, '"version":"'))
+                   OR (s.format = 'codex' AND contains(l.text, '"cli_version"') AND contains(l.text, '"session_meta"'))
+            ) WHERE ver IS NOT NULL GROUP BY 1
+        ), t AS (SELECT session_id, count(*) AS n FROM tool_calls GROUP BY 1)
+        SELECT s.session_id, s.tool_calls, coalesce(t.n, 0), s.harness_versions, coalesce(v.vs, [])
+        FROM sessions s LEFT JOIN t USING (session_id) LEFT JOIN v USING (session_id) ORDER BY s.session_id
+        """
+    ).fetchall()
+    failures = [f"{sid}: {kept} tool calls kept, {counted} in the view; versions kept {kv}, read {rv}"
+                for sid, kept, counted, kv, rv in rows if kept != counted or list(kv or []) != list(rv)]
+    total = sum(int(r[2]) for r in rows)
+    summary = (f"{len(rows) - len(failures)}/{len(rows)} sessions keep the tool calls ({total:,}) and harness versions "
+               "their lines give")
+    return CheckResult("session facts", not failures, summary, {"sessions": len(rows), "toolCalls": total},
+                       failures[:EXAMPLES])
+
+
 @invariant("views show values")
 def _views(real: RealSet) -> CheckResult:
     """Every renderer (`show` in the terminal, Markdown and HTML, `read`, `sql`) shows the values of

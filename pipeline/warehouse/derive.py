@@ -40,6 +40,7 @@ FIELDS: dict[str, str] = {
     "u_write_5m": "$.message.usage.cache_creation.ephemeral_5m_input_tokens",
     "u_out": "$.message.usage.output_tokens",
     "block0": "$.message.content[0].type",
+    "version": "$.version",
     "p_type": "$.payload.type",
     "p_role": "$.payload.role",
     "p_cwd": "$.payload.cwd",
@@ -47,6 +48,7 @@ FIELDS: dict[str, str] = {
     "p_forked": "$.payload.forked_from_id",
     "p_created": "$.payload.timestamp",
     "p_started": "$.payload.started_at",
+    "p_cli": "$.payload.cli_version",
     "t_in": "$.payload.info.total_token_usage.input_tokens",
     "t_cached": "$.payload.info.total_token_usage.cached_input_tokens",
     "t_out": "$.payload.info.total_token_usage.output_tokens",
@@ -66,8 +68,8 @@ FIELDS: dict[str, str] = {
 # with all 37).
 FORMAT_FIELDS: dict[str, tuple[str, ...]] = {
     formats.CLAUDE: ("type", "ts", "cwd", "msg_id", "req_id", "msg_model", "u_in", "u_write", "u_read", "u_write_1h",
-                     "u_write_5m", "u_out", "block0"),
-    formats.CODEX: ("type", "ts", "p_type", "p_role", "p_cwd", "p_model", "p_forked", "p_created", "p_started",
+                     "u_write_5m", "u_out", "block0", "version"),
+    formats.CODEX: ("type", "ts", "p_type", "p_role", "p_cwd", "p_model", "p_forked", "p_created", "p_started", "p_cli",
                     "t_in", "t_cached", "t_out", "t_reason", "t_total", "l_in", "l_cached", "l_out", "role"),
 }
 
@@ -109,9 +111,23 @@ def _projection(names: tuple[str, ...], claude: bool, codex: bool) -> Projection
                 THEN {prompt_rules.codex_prompt("text")} ELSE false END"""
         if codex else "false"
     )
+    # Tool calls as the `tool_calls` view counts them: a Claude Code assistant record's tool_use
+    # blocks, a Codex call item (wrapped in a response_item, or bare in the 2025 format).
+    claude_tools = (
+        f"""CASE WHEN {f("type")} = 'assistant' AND contains(text, '"tool_use"')
+                 THEN coalesce(len(list_filter(TRY(json_extract_string(text, '$.message.content[*].type')),
+                                               lambda x: x = 'tool_use')), 0) ELSE 0 END"""
+        if claude else "0"
+    )
+    calls = "('function_call', 'custom_tool_call', 'local_shell_call')"
+    codex_tools = (
+        f"""CASE WHEN ({f("type")} = 'response_item' AND {f("p_type")} IN {calls})
+                   OR ({f("type")} IN {calls} AND {f("p_type")} IS NULL) THEN 1 ELSE 0 END"""
+        if codex else "0"
+    )
     sql = f"""
     SELECT session_id, line_no, f IS NOT NULL AS ok, {columns},
-           {claude_prompt} AS claude_prompt, {codex_prompt} AS codex_prompt
+           {claude_prompt} AS claude_prompt, {codex_prompt} AS codex_prompt, ({claude_tools}) + ({codex_tools}) AS n_tools
     FROM (SELECT session_id, line_no, text, TRY(json_extract_string(text, $paths)) AS f FROM {{table}})
 """
     return Projection(sql, paths)
@@ -189,11 +205,16 @@ def fold(con: duckdb.DuckDBPyConnection, proj: pl.DataFrame, targets: dict[str, 
         _timestamps(written).alias("at"),
         pl.when(pl.col("format") == formats.CODEX).then(pl.col("p_cwd")).otherwise(pl.col("cwd")).alias("any_cwd"),
     )
+    # The harness version each record names (Claude Code stamps every record; Codex names it in session_meta).
+    harness = (pl.when(pl.col("format") == formats.CLAUDE).then(pl.col("version"))
+               .when((pl.col("format") == formats.CODEX) & (pl.col("type") == "session_meta")).then(pl.col("p_cli")))
     stats = proj.group_by("session_id").agg(
         pl.col("at").min().alias("first_at"),
         pl.col("at").max().alias("last_at"),
         pl.col("any_cwd").drop_nulls().first().alias("cwd"),
         (~pl.col("ok")).sum().alias("not_json"),
+        pl.col("n_tools").fill_null(0).sum().alias("n_tools"),
+        harness.drop_nulls().unique().alias("versions"),
     )
 
     prompts: dict[str, int] = {}
@@ -255,6 +276,9 @@ def fold(con: duckdb.DuckDBPyConnection, proj: pl.DataFrame, targets: dict[str, 
         if s is None:
             continue
         not_json[sid] = int(s["not_json"])
+        if t.format in (formats.CLAUDE, formats.CODEX):
+            t.state["tool_calls"] = t.state.get("tool_calls", 0) + int(s["n_tools"] or 0)
+            t.state["versions"] = sorted(set(t.state.get("versions", [])) | set(s["versions"] or []))
         if t.format == formats.JSONL:
             n_turns = t.state.get("assistant_lines", 0)
         elif t.format == formats.CODEX and not turns.get(sid):
@@ -265,12 +289,14 @@ def fold(con: duckdb.DuckDBPyConnection, proj: pl.DataFrame, targets: dict[str, 
             "session_id": sid, "first_at": s["first_at"], "last_at": s["last_at"], "cwd": s["cwd"],
             "slug": formats.slug_for(s["cwd"]), "prompts": prompts.get(sid, t.state.get("prompts", 0)),
             "turns": n_turns, "model": t.state.get("model"), "state": json.dumps(t.state),
+            "tool_calls": int(t.state.get("tool_calls", 0)), "harness_versions": list(t.state.get("versions", [])),
         })
     if rows:
         table = pa.Table.from_pylist(rows, schema=pa.schema([
             ("session_id", pa.string()), ("first_at", pa.timestamp("us", tz="UTC")), ("last_at", pa.timestamp("us", tz="UTC")),
             ("cwd", pa.string()), ("slug", pa.string()), ("prompts", pa.int64()), ("turns", pa.int64()),
-            ("model", pa.string()), ("state", pa.string()),
+            ("model", pa.string()), ("state", pa.string()), ("tool_calls", pa.int64()),
+            ("harness_versions", pa.list_(pa.string())),
         ]))
         _insert(con, "_new_stats", table, """
             UPDATE sessions SET
@@ -280,7 +306,8 @@ def fold(con: duckdb.DuckDBPyConnection, proj: pl.DataFrame, targets: dict[str, 
                                THEN coalesce(n.last_at, sessions.last_at) ELSE sessions.last_at END,
                 slug = CASE WHEN sessions.cwd IS NULL AND n.slug IS NOT NULL THEN n.slug ELSE sessions.slug END,
                 cwd = coalesce(sessions.cwd, n.cwd),
-                prompts = n.prompts, turns = n.turns, model = coalesce(n.model, sessions.model), state = n.state
+                prompts = n.prompts, turns = n.turns, model = coalesce(n.model, sessions.model), state = n.state,
+                tool_calls = n.tool_calls, harness_versions = n.harness_versions
             FROM _new_stats n WHERE sessions.session_id = n.session_id
         """)
     if claude_ids:

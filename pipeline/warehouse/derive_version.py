@@ -7,6 +7,7 @@ it on every command, and `derive` itself imports polars and pyarrow."""
 # warehouse derives every stored session again (`rederive`). 2: the rules learnt on real logs.
 # 3: a Claude Code subagent's copies of its parent's prompts and a compaction's order are not prompts.
 # 4: Claude Code's cache writes split by TTL (`cache_write_1h_tokens`).
-DERIVE_VERSION = 4
+# 5: each session's tool calls and harness versions (`sessions.tool_calls`, `sessions.harness_versions`).
+DERIVE_VERSION = 5
 
 __all__ = ["DERIVE_VERSION"]

@@ -235,6 +235,14 @@ def _cache_write_1h(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE llm_calls ADD COLUMN cache_write_1h_tokens BIGINT")
 
 
+@step("009_session_facts")
+def _session_facts(con: duckdb.DuckDBPyConnection) -> None:
+    # What `pipeline sessions` shows of each session without reading its lines: the tool calls the
+    # `tool_calls` view counts and the harness versions its records name, kept by every ingest.
+    con.execute("ALTER TABLE sessions ADD COLUMN tool_calls BIGINT DEFAULT 0")
+    con.execute("ALTER TABLE sessions ADD COLUMN harness_versions VARCHAR[] DEFAULT []")
+
+
 # -- applying the steps --------------------------------------------------------------------------------
 
 

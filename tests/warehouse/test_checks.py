@@ -15,7 +15,7 @@ from pipeline.warehouse import checks, db, ingest
 from tests.helpers import EXPECTED, SAMPLES, write_jsonl
 
 NAMES = ["no negative count", "usage = recount", "exit codes", "prompts agree", "byte-exact lines",
-         "model not recorded", "formats", "secrets", "cache causes", "views show values"]
+         "model not recorded", "formats", "secrets", "cache causes", "session facts", "views show values"]
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +75,10 @@ def test_each_invariant_prints_one_line_with_its_figures(report: checks.CheckRep
     lines = report.lines()
     assert len(lines) == len(NAMES)
     assert lines[0].startswith("ok   no negative count: ") and "0 with a negative count" in lines[0]
-    assert lines[-4].startswith("info formats: ")
-    assert lines[-3].startswith("info secrets: ")
-    assert lines[-2].startswith("ok   cache causes: ") and "got a miss cause" in lines[-2]
+    assert lines[-5].startswith("info formats: ")
+    assert lines[-4].startswith("info secrets: ")
+    assert lines[-3].startswith("ok   cache causes: ") and "got a miss cause" in lines[-3]
+    assert lines[-2].startswith("ok   session facts: ")
     assert lines[-1].startswith("ok   views show values: ") and lines[-1].endswith("; 0 differ")
 
 
