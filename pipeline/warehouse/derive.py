@@ -24,6 +24,7 @@ from pipeline.warehouse import formats, prompt_rules
 
 # The version of these rules lives in `derive_version` (a reader checks it without importing polars).
 from pipeline.warehouse.derive_version import DERIVE_VERSION as DERIVE_VERSION
+from pipeline.warehouse.transaction import atomic
 
 # Every field any format needs, extracted with a single parse of each line.
 FIELDS: dict[str, str] = {
@@ -701,25 +702,40 @@ def _upsert_calls(con: duckdb.DuckDBPyConnection, rows: pl.DataFrame, fresh: set
 REDERIVE_BYTES = 64 * 1024 * 1024
 
 
-def rederive(con: duckdb.DuckDBPyConnection, session_ids: list[str] | None = None) -> int:
+def rederive(con: duckdb.DuckDBPyConnection, session_ids: list[str] | None = None, *,
+             transaction_per_group: bool = False) -> int:
     """Derive every statistic and usage row again from the stored lines, with the current rules.
 
     For a warehouse ingested by an older version: its formats are sniffed again from the stored
     first lines (a 2025 Codex rollout stored as plain JSONL becomes `codex`; session ids are kept),
     then prompts, turns, models, usage rows and the problems derive reports are rebuilt exactly as
-    a fresh ingest of the same lines would build them. Runs inside the caller's transaction.
-    Returns the number of sessions re-derived.
+    a fresh ingest of the same lines would build them, a group of about REDERIVE_BYTES of lines at a
+    time. Runs inside the caller's transaction, or with `transaction_per_group` commits each group
+    on its own (a whole warehouse in one transaction grew by 130 MB a group outside DuckDB's memory
+    limit: 2.9 GB for 1 GB of lines); a group re-derived twice gives the same rows, so a stop half
+    way leaves nothing the next run does not redo. Returns the number of sessions re-derived.
     """
     where = "" if session_ids is None else " WHERE session_id IN (SELECT unnest(?::VARCHAR[]))"
     params: list[Any] = [] if session_ids is None else [session_ids]
     sessions = con.execute(
         f"SELECT session_id, format, path, size_bytes, cwd FROM sessions{where} ORDER BY session_id", params
     ).fetchall()
-    if not sessions:
-        return 0
-    ids = [row[0] for row in sessions]
+    group: list[tuple[str, str, str]] = []
+    budget = 0
+    for i, (sid, fmt, path, size, _cwd) in enumerate(sessions):
+        group.append((sid, fmt, path))
+        budget += int(size or 0)
+        if budget < REDERIVE_BYTES and i + 1 < len(sessions):
+            continue
+        with atomic(con) if transaction_per_group else contextlib.nullcontext():
+            _rederive_group(con, group)
+        group, budget = [], 0
+    return len(sessions)
+
+
+def _rederive_group(con: duckdb.DuckDBPyConnection, group: list[tuple[str, str, str]]) -> None:
     targets: dict[str, Target] = {}
-    for sid, fmt, path, _size, _cwd in sessions:
+    for sid, fmt, path in group:
         if fmt in (formats.JSONL, formats.CODEX):
             head = [
                 row[0].encode("utf-8")
@@ -737,6 +753,7 @@ def rederive(con: duckdb.DuckDBPyConnection, session_ids: list[str] | None = Non
                     [fmt, ident.parent_session_id, ident.cwd, formats.slug_for(ident.cwd), ident.cwd, sid],
                 )
         targets[sid] = Target(sid, fmt, path, {}, fresh=True)
+    ids = list(targets)
     con.execute(
         "DELETE FROM llm_calls WHERE source IN ('claude-code', 'codex') AND session_id IN (SELECT unnest(?::VARCHAR[]))", [ids]
     )
@@ -746,29 +763,20 @@ def rederive(con: duckdb.DuckDBPyConnection, session_ids: list[str] | None = Non
         [ids],
     )
     con.execute(
-        "UPDATE sessions SET prompts = 0, turns = 0, model = NULL, state = NULL, first_at = NULL, last_at = NULL "
-        "WHERE session_id IN (SELECT unnest(?::VARCHAR[]))",
+        "UPDATE sessions SET prompts = 0, turns = 0, model = NULL, state = NULL, first_at = NULL, last_at = NULL, "
+        "tool_calls = 0, harness_versions = [] WHERE session_id IN (SELECT unnest(?::VARCHAR[]))",
         [ids],
     )
-    group: list[str] = []
-    budget = 0
-    for i, (sid, _fmt, _path, size, _cwd) in enumerate(sessions):
-        group.append(sid)
-        budget += int(size or 0)
-        if budget < REDERIVE_BYTES and i + 1 < len(sessions):
-            continue
-        lines = _frame(
-            con,
-            "SELECT session_id, line_no, text FROM lines WHERE session_id IN (SELECT unnest(?::VARCHAR[])) "
-            "ORDER BY session_id, line_no",
-            [group],
-        )
-        if lines.height:
-            con.register("_rederive_lines", lines.to_arrow())
-            try:
-                proj = project(con, "_rederive_lines", {targets[s].format for s in group})
-            finally:
-                con.unregister("_rederive_lines")
-            fold(con, proj, {s: targets[s] for s in group})
-        group, budget = [], 0
-    return len(sessions)
+    lines = _frame(
+        con,
+        "SELECT session_id, line_no, text FROM lines WHERE session_id IN (SELECT unnest(?::VARCHAR[])) "
+        "ORDER BY session_id, line_no",
+        [ids],
+    )
+    if lines.height:
+        con.register("_rederive_lines", lines.to_arrow())
+        try:
+            proj = project(con, "_rederive_lines", {t.format for t in targets.values()})
+        finally:
+            con.unregister("_rederive_lines")
+        fold(con, proj, targets)

@@ -8,7 +8,6 @@ crash leaves every file either as the previous ingest left it or read up to a li
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -25,17 +24,13 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.errors import PipelineError, UsageError
-from pipeline.warehouse import derive, formats
+from pipeline.warehouse import derive, formats, memory
 from pipeline.warehouse.transaction import atomic
 from pipeline.warehouse.writeback import background_writeback
 
 CHUNK_BYTES = 16 * 1024 * 1024
 GROUP_BYTES = 128 * 1024 * 1024  # new bytes per transaction
 FLUSH_BYTES = 64 * 1024 * 1024  # lines buffered before one INSERT + JSON projection
-# DuckDB's share of the ingest's memory. The rest of the process (read buffers, the projection of a
-# group, Arrow tables handed to DuckDB) stays under about 400 MB, so the whole ingest stays under 1 GB.
-# PIPELINE_INGEST_MEMORY_LIMIT lowers it (tests force an out-of-memory error with it).
-INGEST_MEMORY_LIMIT = "384MB"
 HASH_BYTES = 4096
 
 
@@ -742,28 +737,8 @@ def ingest(
     """Ingest every transcript under `paths` into an open read-write warehouse connection."""
     report = IngestReport()
     files = discover(paths, report.warnings)
-    # DuckDB would otherwise cache up to 80 % of RAM while loading; ingest streams, so cap it.
-    previous = con.execute(
-        "SELECT current_setting('memory_limit'), current_setting('preserve_insertion_order'), "
-        "current_setting('force_compression')"
-    ).fetchall()[0]
-    limit = os.environ.get("PIPELINE_INGEST_MEMORY_LIMIT") or INGEST_MEMORY_LIMIT
-    try:
-        con.execute("SET memory_limit = ?", [limit])
-    except duckdb.Error as exc:
-        raise UsageError(f"cannot set DuckDB's memory limit to {limit!r} (PIPELINE_INGEST_MEMORY_LIMIT): "
-                         f"{str(exc).splitlines()[0]}") from exc
-    # Each INSERT is already sorted by (session_id, line_no); letting DuckDB write its row groups in
-    # parallel keeps every row group clustered while halving the write time.
-    con.execute("SET preserve_insertion_order = false")
-    try:
-        with background_writeback(_file_of(con)):
-            _run(con, files, report, progress)
-    finally:
-        with contextlib.suppress(duckdb.Error):  # after a fatal error the connection refuses even SET
-            con.execute("SET memory_limit = ?", [previous[0]])
-            con.execute("SET preserve_insertion_order = ?", [previous[1]])
-            con.execute("SET force_compression = ?", [previous[2] or "auto"])
+    with memory.bounded(con), background_writeback(_file_of(con)):
+        _run(con, files, report, progress)
     report.files.sort(key=lambda f: f.path)
     return report
 

@@ -326,7 +326,10 @@ def migrate(con: duckdb.DuckDBPyConnection, *, stop_before: str | None = None) -
 
     derived = f"{DERIVED_PREFIX}{DERIVE_VERSION}"
     if derived not in done:
+        from pipeline.warehouse import memory
+
+        with memory.bounded(con):
+            rederive(con, transaction_per_group=True)
         with atomic(con):
-            rederive(con)
             con.execute("INSERT INTO schema_migrations VALUES (?, current_timestamp)", [derived])
     return ran
