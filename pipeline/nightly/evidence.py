@@ -10,7 +10,6 @@ piece of the line is shown, then long texts are cut around the quote, which is h
 
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import dataclass, field
 
@@ -170,29 +169,8 @@ def evidence_view(con: duckdb.DuckDBPyConnection, session_id: str, quote: str, *
     return view
 
 
-def _e(text: str) -> str:
-    return html.escape(text, quote=True)
-
-
 def evidence_html(view: EvidenceView) -> str:
-    """The view as an HTML block (every text escaped; styles come with the report's page CSS)."""
-    where = [f'session <code class="id">{_e(view.session_id)}</code>']
-    if view.slug:
-        where.append(f'project <code class="id">{_e(view.slug)}</code>')
-    if view.line_no is not None:
-        where.append(f"line {view.line_no}")
-    if view.at:
-        where.append(f'<span class="nowrap">{_e(view.at)}</span>')
-    head = f'<div class="where">{" · ".join(where)}</div>'
-    if not view.found:
-        return (f'<div class="evidence">{head}<p class="missing">This quote is no longer found in the warehouse: '
-                f'<q>{_e(view.quote)}</q></p></div>')
-    items = []
-    for s in view.shown:
-        body = _e(s.before) + (f"<mark>{_e(s.mark)}</mark>{_e(s.after)}" if s.is_quote else "")
-        cls = "quote" if s.is_quote else "ctx"
-        items.append(f'<li class="{cls} {_e(s.kind.replace(" ", "-"))}"><span class="ln">{s.line_no}</span>'
-                     f'<span class="who">{_e(s.label)}</span><span class="text">{body}</span></li>')
-    more = (f'<div class="more">more of the transcript: <code class="cmd">{_e(view.read_command)}</code></div>'
-            if view.read_command else "")
-    return f'<div class="evidence">{head}<ol class="context">{"".join(items)}</ol>{more}</div>'
+    """The view as an HTML block (`templates/evidence.html.j2`; styles come with the report's page CSS)."""
+    from pipeline.templates import render
+
+    return render("evidence.html.j2", view=view)

@@ -43,10 +43,12 @@ from pipeline.nightly.kernels import papermill_command, run_papermill
 from pipeline.secrets.gate import SecretSet
 from pipeline.secrets.redact import redacted
 from pipeline.secrets.scan import spans
+from pipeline.templates import macro, markup
 from pipeline.warehouse import db as warehouse
 
 REPO = config.REPO
 NOTEBOOK = config.NOTEBOOKS / "night_report.ipynb"
+TEMPLATE_FILE = "report.html.j2"  # pipeline/templates/: every block of the page
 
 
 def _cost(model: str | None, prompt: int | None, cached: int | None, completion: int | None) -> float | None:
@@ -298,45 +300,28 @@ def html_table(frame: pl.DataFrame, *, empty: str, link: str | None = None, ids:
     """A table for people: text as it is and left-aligned, numbers right-aligned, blanks for nulls, times in
     ISO 8601, the `ids` columns (and the `link` column, as links relative to the report) unbroken."""
     if frame.is_empty():
-        return f"<p><em>{_e(empty)}</em></p>"
-    numeric = {c for c, t in frame.schema.items() if isinstance(t, _NUMERIC) or t in _NUMERIC}
-    head = "".join(f'<th class="num">{_e(c)}</th>' if c in numeric else f"<th>{_e(c)}</th>" for c in frame.columns)
-    body = []
-    for row in frame.iter_rows(named=True):
-        cells = []
-        for col, value in row.items():
-            text = "" if value is None else _e(plain(value))
-            if col == link and text:  # the path is in the link; the row's id says which it is
-                cells.append(f'<td><a href="{text}">{_e(Path(text).name)}</a></td>')
-            elif col in ids and text:
-                cells.append(f'<td><code class="id">{text}</code></td>')
-            elif col in numeric:
-                cells.append(f'<td class="num">{text}</td>')
-            else:
-                cells.append(f"<td>{text}</td>")
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        return macro(TEMPLATE_FILE, "empty", empty)
+    numeric = [c for c, t in frame.schema.items() if isinstance(t, _NUMERIC) or t in _NUMERIC]
+    rows = [[(col, "" if value is None else str(plain(value))) for col, value in row.items()]
+            for row in frame.iter_rows(named=True)]
+    return macro(TEMPLATE_FILE, "html_table", frame.columns, numeric, rows, link, list(ids))
 
 
 def by_project_html(frame: pl.DataFrame, *, empty: str, ids: tuple[str, ...] = ("session_id",)) -> str:
     """A table per project (its name said once, above its sessions), so long project names take no column."""
     if frame.is_empty():
-        return f"<p><em>{_e(empty)}</em></p>"
+        return macro(TEMPLATE_FILE, "empty", empty)
     out = []
     for (project,), group in frame.group_by("project", maintain_order=True):
-        name = f'<code class="id">{_e(project)}</code>' if project else "no project"
-        out.append(f'<p class="project">project {name} · {group.height} session(s)</p>'
+        out.append(macro(TEMPLATE_FILE, "project_heading", project, group.height)
                    + html_table(group.drop("project"), empty=empty, ids=ids))
     return "".join(out)
 
 
 def header_html(run_id: str, t: dict[str, Any], note: str | None = None) -> str:
     run = t["run"].row(0, named=True) if t["run"].height else {}
-    parts = [f'run <code class="id">{_e(run_id)}</code>']
-    if t.get("day"):
-        parts.append(f"night of {_e(t['day'])}")
+    status = finished = started = None
     if run:
-        parts.append(f"engine {_e(run.get('engine'))}" + (f" ({_e(run.get('model'))})" if run.get("model") else ""))
         status, finished = run.get("status"), plain(run.get("finished_at"))
         # The page is written during the night's last step, before the run records its end: a run
         # still `reporting` has landed every batch and is marked done once the page exists. A reader
@@ -344,14 +329,8 @@ def header_html(run_id: str, t: dict[str, Any], note: str | None = None) -> str:
         if status == "reporting":
             status = "done"
         finished = finished or f"report written {plain(dt.datetime.now(dt.UTC).replace(microsecond=0))}"
-        parts.append(f"status {_e(status)}")
-        if run.get("started_at"):
-            parts.append(f'<span class="nowrap">{_e(plain(run["started_at"]))}</span> → '
-                         f'<span class="nowrap">{_e(finished or "…")}</span>')
-    out = f"<p>{' · '.join(parts)}</p>"
-    if note:
-        out += f"<p><em>{_e(note)}</em></p>"
-    return out
+        started = plain(run["started_at"]) if run.get("started_at") else None
+    return macro(TEMPLATE_FILE, "header", run_id, t.get("day"), run, status, started, finished, note)
 
 
 def totals_html(totals: dict[str, Any]) -> str:
@@ -376,66 +355,28 @@ def totals_html(totals: dict[str, Any]) -> str:
         items.append("The consolidator's own model: none used tonight"
                      + (" (the offline rules engine)" if n.get("engine") == "rules" else "")
                      + ", so no tokens and no cost; the transcripts' own token usage is in the prompt-cache section.")
-    return '<ul class="totals">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
-
-
-def _drop_command(memory_id: str) -> str:
-    return f'pipeline memories drop {memory_id} --why "…"'
+    return macro(TEMPLATE_FILE, "totals", items)
 
 
 def memory_cards(rv: Review) -> str:
     if not rv.memories:
-        return "<p><em>No memory was written or linked tonight.</em></p>"
-    cards = []
-    for m in rv.memories:
-        badges = f'<span class="badge">{_e(m.kind)}</span>'
-        badges += ('<span class="badge link">linked: tonight\'s evidence added to an earlier memory</span>'
-                   if m.how == "link" else '<span class="badge">new tonight</span>')
-        if not m.kept:
-            badges += '<span class="badge gone">taken back since</span>'
-        meta = (f'<code class="id">{_e(m.memory_id)}</code> · batch <code class="id">{_e(m.batch_id)}</code>'
-                + (f" · {m.sessions_total} session(s) in all" if m.kept else ""))
-        gist = f'<div class="gist">{_e(m.gist)}</div>' if m.gist else ""
-        evidence = "".join(evidence_html(v) for v in m.evidence)
-        action = (f'<div>take it back: <code class="cmd">{_e(_drop_command(m.memory_id))}</code></div>' if m.kept
-                  else '<div>already taken back (<code class="cmd">pipeline memories --all</code>)</div>')
-        cards.append(f'<div class="card memory" id="{_e(m.memory_id)}"><div class="meta">{badges}</div>'
-                     f"<h3>{_e(m.claim)}</h3><div class=\"meta\">{meta}</div>{gist}"
-                     f'<div class="meta">evidence ({len(m.evidence)} quote(s), each in its context):</div>{evidence}'
-                     f'<div class="actions">{action}</div></div>')
-    return "".join(cards)
+        return macro(TEMPLATE_FILE, "empty", "No memory was written or linked tonight.")
+    evidence = [markup("".join(evidence_html(v) for v in m.evidence)) for m in rv.memories]
+    return macro(TEMPLATE_FILE, "memory_cards", rv.memories, evidence)
 
 
 def task_cards(rv: Review, today: str | None = None) -> str:
     if not rv.tasks:
-        return "<p><em>No task is waiting for review.</em></p>"
+        return macro(TEMPLATE_FILE, "empty", "No task is waiting for review.")
     today = today or dt.datetime.now(dt.UTC).date().isoformat()
-    cards = []
-    for t in rv.tasks:
-        badges = f'<span class="badge">{_e(t.actor)}</span>'
-        if t.due_hint:
-            late = t.due_hint < today
-            badges += f'<span class="badge{" late" if late else ""}">due {_e(t.due_hint)}{" (overdue)" if late else ""}</span>'
-        meta = (f'<code class="id">{_e(t.task_id)}</code> · proposed {_e(t.created)} · confidence {t.confidence:.2f}')
-        actions = (f'<div>keep it: <code class="cmd">pipeline tasks confirm {_e(t.task_id)}</code></div>'
-                   f'<div>not a task: <code class="cmd">pipeline tasks reject {_e(t.task_id)}</code></div>')
-        cards.append(f'<div class="card task" id="{_e(t.task_id)}"><div class="meta">{badges}</div>'
-                     f'<h3>{_e(t.statement)}</h3><div class="meta">{meta}</div>{evidence_html(t.evidence)}'
-                     f'<div class="actions">{actions}</div></div>')
-    return "".join(cards)
+    evidence = [markup(evidence_html(t.evidence)) for t in rv.tasks]
+    return macro(TEMPLATE_FILE, "task_cards", rv.tasks, evidence, today)
 
 
 def refused_html(rv: Review) -> str:
     if not rv.refused:
-        return "<p><em>Every candidate of tonight's answers was written or linked.</em></p>"
-    items = []
-    for r in rv.refused:
-        quoted = ", ".join(f'<code class="id">{_e(s)}</code>' for s in r.sessions)
-        pending_note = f" It quotes {quoted} (read and watermarked: not offered again for it)." if quoted else ""
-        problems = "".join(f"<li>{_e(p)}</li>" for p in r.problems)
-        items.append(f'<div class="card refused"><h3>{_e(r.claim)}</h3><div class="meta">batch '
-                     f'<code class="id">{_e(r.batch_id)}</code>.{pending_note}</div><ul class="problems">{problems}</ul></div>')
-    return "".join(items)
+        return macro(TEMPLATE_FILE, "empty", "Every candidate of tonight's answers was written or linked.")
+    return macro(TEMPLATE_FILE, "refused", rv.refused)
 
 
 def cache_summary(metrics_file: str | Path) -> str:

@@ -7,7 +7,7 @@ issue. Ids and commands never wrap; text wraps anywhere rather than widen the pa
 
 from __future__ import annotations
 
-import html
+from typing import Any
 
 from pipeline.show.conversation import Conversation, Item
 from pipeline.show.folding import FOLD_LINES, fold
@@ -47,16 +47,6 @@ mark { background: var(--mark); padding: 0 1px; }
 """
 
 
-def _e(text: str | None) -> str:
-    return html.escape(text or "", quote=True)
-
-
-def _marked(text: str, hit: str | None) -> str:
-    if not hit:
-        return _e(text)
-    return "<mark>".join(_e(part) for part in text.split(hit)).replace("<mark>", f"<mark>{_e(hit)}</mark>")
-
-
 def _clock(at: str) -> str:
     """`2026-03-18T18:16:42.924Z` → `18:16:42`."""
     time = at.split("T", 1)[1] if "T" in at else at
@@ -64,42 +54,31 @@ def _clock(at: str) -> str:
 
 
 def _badge(status: str) -> str:
-    if not status:
-        return ""
-    cls = "ok" if status == "ok" else ("rejected" if status == "rejected" else "bad")
-    return f'<span class="badge {cls}">{_e(status)}</span>'
+    return "ok" if status == "ok" else ("rejected" if status == "rejected" else "bad")
 
 
-def _item(item: Item, hit: str | None, fold_lines: int) -> str:
-    kind = item.kind.replace(" ", "-")
+def _item(item: Item, hit: str | None, fold_lines: int) -> dict[str, Any]:
     if item.kind == "marker":
-        return f'<li class="marker">{_e(item.label)}: {_e(item.text)} <span class="ln">(line {item.line_no})</span></li>'
+        return {"kind": "marker", "label": item.label, "text": item.text, "line_no": item.line_no}
     folded = fold(item.text, item.kind, fold_lines)
-    body = _marked(folded.shown, hit)
-    if folded.hidden_lines:
-        hits = f", {folded.hidden.count(hit)} hit(s)" if hit and hit in folded.hidden else ""
-        body += (f'<details><summary>{folded.hidden_lines} more line(s){hits}</summary>'
-                 f'<pre>{_marked(folded.hidden, hit)}</pre></details>')
+    hits = f", {folded.hidden.count(hit)} hit(s)" if hit and hit in folded.hidden else ""
     # the time of day (UTC); the day is in the page's header and in each new-day marker
-    at = f'<span class="at" title="{_e(item.at)}">{_e(_clock(item.at))}</span>' if item.at else ""
-    return (f'<li class="{kind}"><span class="ln">{item.line_no}</span>'
-            f'<span class="who">{_e(item.label)}{_badge(item.status)}{at}</span><div class="text">{body}</div></li>')
+    return {"kind": item.kind, "label": item.label, "line_no": item.line_no, "status": item.status,
+            "badge": _badge(item.status), "at": item.at, "clock": _clock(item.at) if item.at else "",
+            "shown": folded.shown, "hidden": folded.hidden, "hidden_lines": folded.hidden_lines, "hidden_hits": hits}
 
 
 def conversation_html(conv: Conversation, *, hit: str | None = None, fold_lines: int = FOLD_LINES) -> str:
-    rows = [("session", f'<code class="id">{_e(conv.session_id)}</code>'), ("format", _e(conv.format)),
-            ("project", f'<code class="id">{_e(conv.slug or "-")}</code>'), ("cwd", _e(conv.cwd or "-")),
-            ("span", f'<span class="nowrap">{_e(conv.first_at or "?")}</span> → <span class="nowrap">{_e(conv.last_at or "?")}</span>'),
-            ("lines", f"{conv.start}–{conv.end} of {conv.line_count}")]
+    """The page (`templates/conversation.html.j2`): every value escaped by the template engine."""
+    from pipeline.templates import render
+
+    meta: list[tuple[str, Any, str]] = [
+        ("session", conv.session_id, "id"), ("format", conv.format, "text"), ("project", conv.slug or "-", "id"),
+        ("cwd", conv.cwd or "-", "text"), ("span", (conv.first_at or "?", conv.last_at or "?"), "span"),
+        ("lines", f"{conv.start}–{conv.end} of {conv.line_count}", "text")]
     if conv.parent_session_id:
-        rows.append(("started from", f'<code class="id">{_e(conv.parent_session_id)}</code>'))
+        meta.append(("started from", conv.parent_session_id, "id"))
     if hit:
-        rows.append(("highlighted", f"<mark>{_e(hit)}</mark>"))
-    meta = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    note = conv.empty_note()
-    items = "".join(_item(i, hit, fold_lines) for i in conv.items) or f'<li class="marker">{_e(note)}</li>'
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>session {_e(conv.session_id)}</title><style>{CSS}</style></head>"
-            f'<body><main><h1>Session <code class="id">{_e(conv.session_id)}</code></h1>'
-            f'<table class="meta">{meta}</table><ol class="context">{items}</ol></main></body></html>\n')
+        meta.append(("highlighted", hit, "hit"))
+    return render("conversation.html.j2", conv=conv, css=CSS, meta=meta, hit=hit or None,
+                  items=[_item(i, hit, fold_lines) for i in conv.items], note=conv.empty_note() or "")

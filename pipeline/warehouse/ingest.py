@@ -109,7 +109,9 @@ def discover(paths: Sequence[str | os.PathLike[str]], warnings: list[str] | None
     seen: set[Path] = set()
     seen_files: set[tuple[int, int]] = set()
     for raw in paths:
-        path = Path(raw).absolute()
+        # `..` resolved by name (links are followed, not resolved): `pipeline ingest ../x` and
+        # `pipeline ingest /abs/x` store the same paths
+        path = Path(os.path.abspath(raw))
         if path.is_dir():
             candidates: Iterable[Path] = _walk(path, notes)
             if not candidates:
@@ -373,7 +375,12 @@ class Ingester:
         keys = ("session_id", "size_bytes", "line_count", "head_hash", "head_len", "tail_hash", "tail_len",
                 "format", "state")
         rows = self.con.execute(f"SELECT path, {', '.join(keys)} FROM sessions").fetchall()
-        return {r[0]: dict(zip(keys, r[1:], strict=True)) for r in rows}
+        known: dict[str, dict] = {}
+        for r in rows:
+            known[r[0]] = dict(zip(keys, r[1:], strict=True))
+        for r in rows:  # a path stored with `..` in it (older versions kept them) is the same file
+            known.setdefault(os.path.normpath(r[0]), known[r[0]])
+        return known
 
     def _load_owners(self) -> None:
         # Which file holds each session id, kept in memory: a query per new file would dominate an
@@ -387,7 +394,7 @@ class Ingester:
         """The session id for a new file, and the claimed id when it had to differ."""
         wanted = ident.claimed_id or formats.fallback_id(path)
         owner = self._owner_of(wanted)
-        if owner is None or owner == str(path):
+        if owner is None or os.path.normpath(owner) == str(path):
             return wanted, None
         unique = f"{wanted}~{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
         report.warnings.append(

@@ -135,3 +135,11 @@ def test_a_copy_of_the_samples_through_a_link_equals_the_samples(tmp_path: Path)
         direct = ingest.ingest(con, [tmp_path / "samples"])
     assert len(linked.files) == len(direct.files) > 20
     assert not linked.errors and not direct.errors
+
+
+def test_a_path_with_dot_dot_is_the_same_file(warehouse, tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "home" / "p" / "a.jsonl", [_user("hi", "A")])
+    first = ingest.ingest(warehouse, [tmp_path / "home" / "p" / ".." / "p"])
+    again = ingest.ingest(warehouse, [tmp_path / "home" / "p"])
+    assert [f.action for f in first.files] == ["new"] and [f.action for f in again.files] == ["unchanged"]
+    assert warehouse.execute("SELECT path FROM sessions").fetchall() == [(str(tmp_path / "home" / "p" / "a.jsonl"),)]
