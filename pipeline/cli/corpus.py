@@ -104,7 +104,9 @@ def cmd_memories(args: argparse.Namespace) -> int:
         elif entry.get("unchanged"):
             sys.stderr.write(f"{entry['id']} was already dropped (commit {entry['commit'][:12]}); nothing changed\n")
         else:
-            sys.stderr.write(f"dropped {entry['id']}: {entry['claim']}\n  commit {entry['commit'][:12]} "
+            from pipeline.console import shown
+
+            sys.stderr.write(f"dropped {entry['id']}: {shown(entry['claim'])}\n  commit {entry['commit'][:12]} "
                              f"(drop: …); its evidence stays in the corpus history\n")
         return 0
     if args.memory_id or args.why is not None:
@@ -113,11 +115,15 @@ def cmd_memories(args: argparse.Namespace) -> int:
     if args.json:
         print_json(entries)
     else:
+        from pipeline.console import (
+            shown,  # a claim's control characters as escapes, never sent to the terminal
+        )
+
         for e in entries:
             if e["status"] == "dropped":
-                sys.stdout.write(f"{e['id']}  [{e['kind']}] {e['claim']}  (dropped: {e['why']})\n")
+                sys.stdout.write(f"{e['id']}  {e['kind']}  {shown(e['claim'])}  (dropped: {shown(e['why'])})\n")
             else:
-                sys.stdout.write(f"{e['id']}  [{e['kind']}] {e['claim']}  ({len(e['sessions'])} sessions)\n")
+                sys.stdout.write(f"{e['id']}  {e['kind']}  {shown(e['claim'])}  ({len(e['sessions'])} sessions)\n")
         kept = sum(e["status"] == "kept" for e in entries)
         gone = len(entries) - kept
         sys.stderr.write(f"{kept} memories" + (f", {gone} dropped" if args.all else "") + "\n")
@@ -132,9 +138,11 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         if args.json:
             print_json(entries)
         else:
+            from pipeline.console import shown
+
             for t in entries:
                 due = f" (due {t['dueHint']}{', overdue' if t['overdue'] else ''})" if t["dueHint"] else ""
-                sys.stdout.write(f"{t['id']}  {t['status']:<9} {t['actor']:<5} {t['statement']}{due}\n")
+                sys.stdout.write(f"{t['id']}  {t['status']:<9} {t['actor']:<5} {shown(t['statement'])}{due}\n")
             sys.stderr.write(f"{len(entries)} tasks\n")
         return 0
     if not args.task_id:

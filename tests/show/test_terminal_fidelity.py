@@ -189,3 +189,36 @@ def test_show_html_page_has_balanced_tags_and_every_value_as_itself(text: str, l
     shown_text = "".join(page.text)
     assert not page.bad and page.open == []
     assert text in shown_text and label in shown_text
+
+
+@settings(max_examples=40, deadline=None)
+@given(cells=st.lists(st.tuples(value, value), min_size=1, max_size=4), header=md_value.filter(bool))
+def test_the_night_reports_tables_show_every_cell_masked_and_escaped(cells: list[tuple[str, str]], header: str) -> None:
+    import polars as pl
+
+    from pipeline.nightly.report import html_table
+    from pipeline.secrets.redact import redacted
+
+    frame = pl.DataFrame({"session_id": [a for a, _ in cells], header: [b for _, b in cells]},
+                         schema={"session_id": pl.String, header: pl.String})
+    page = _page(html_table(frame, empty="none", ids=("session_id",)))
+    assert not page.bad and page.open == []
+    shown_text = "".join(page.text)
+    for a, b in cells:
+        assert redacted(a) in shown_text and redacted(b) in shown_text
+    assert redacted(header) in shown_text
+
+
+@settings(max_examples=40, deadline=None)
+@given(before=value, mark=value.filter(bool), after=value, label=value, sid=value)
+def test_an_evidence_block_shows_its_text_and_marks_only_the_quote(before: str, mark: str, after: str, label: str,
+                                                                    sid: str) -> None:
+    from pipeline.nightly.evidence import EvidenceView, Shown, evidence_html
+
+    view = EvidenceView(session_id=sid or "S", quote=mark, slug=label, line_no=3, at=None,
+                        shown=[Shown(2, label, before), Shown(3, label, before, mark, after, kind="tool result")])
+    markup = evidence_html(view)
+    page = _page(markup)
+    assert not page.bad and page.open == []
+    assert before + mark + after in "".join(page.text)
+    assert markup.count("<mark>") == 1
