@@ -16,6 +16,7 @@ from `PipelineError`, whose `exit_code` the CLI returns after printing only the 
     ├── LockedError               1  another nightly run holds the warehouse's nightly lock
     ├── CorpusError               1  git refused a corpus operation
     ├── ReportError               1  the night report could not be written
+    ├── IngestAborted             1  DuckDB can no longer write the warehouse in this process (a fatal error)
     └── BadValue                     one field of an imported call log cannot be used (also a ValueError);
                                      the importer lists it with its file and line and keeps the row out
 
@@ -32,6 +33,7 @@ __all__ = [
     "BadValue",
     "CorpusError",
     "IncompleteArtifactError",
+    "IngestAborted",
     "LockedError",
     "NestedTransactionError",
     "NotebookError",
@@ -105,6 +107,11 @@ class CorpusError(PipelineError):
 
 class ReportError(PipelineError):
     """The night report (its notebook or the HTML conversion) could not be written."""
+
+
+class IngestAborted(PipelineError):
+    """DuckDB can no longer write the warehouse in this process (a fatal error): the ingest stops, every
+    group it committed before is kept, and the message says which files were in the failing group."""
 
 
 class BadValue(PipelineError, ValueError):

@@ -17,23 +17,25 @@ TOP = "top"  # config, errors, faults, display, durable
 ALLOWED: dict[str, set[str]] = {
     TOP: {TOP},
     "secrets": {TOP},
+    # HTML templates: every page and block, values masked and escaped by the engine.
+    "templates": {"secrets", TOP},
     "anchoring": {TOP},
     "warehouse": {"secrets", TOP},
     "calls": {"warehouse", TOP},
-    "consolidator": {"warehouse", "anchoring", "secrets", TOP},
+    "consolidator": {"warehouse", "anchoring", "secrets", "templates", TOP},
     "cache": {"calls", "anchoring", "warehouse", TOP},
     "corpus": {"consolidator", "warehouse", "secrets", TOP},
-    "nightly": {"corpus", "consolidator", "warehouse", "cache", "calls", "anchoring", "secrets", TOP},
+    "nightly": {"corpus", "consolidator", "warehouse", "cache", "calls", "anchoring", "secrets", "templates", TOP},
     # Measuring an engine batches sessions as a night would (the planner) and prices calls as its report does.
-    "eval": {"nightly", "consolidator", "warehouse", "secrets", TOP},
+    "eval": {"nightly", "consolidator", "warehouse", "secrets", "templates", TOP},
     # The analyst's facade (`from pipeline.explore import query`) and the CLI sit on top.
     "lake": {"warehouse", TOP},
     # Reading back: a session as a conversation, and usage and cost reports in ccusage's names.
-    "show": {"warehouse", TOP},
+    "show": {"warehouse", "templates", TOP},
     "usage": {"calls", "warehouse", TOP},
     "explore": {"warehouse", "show", "usage", TOP},
     "cli": {"eval", "nightly", "corpus", "consolidator", "warehouse", "cache", "calls", "anchoring", "lake", "secrets",
-            "show", "usage", TOP},
+            "show", "usage", "templates", TOP},
     "main": {"cli"},
 }
 

@@ -53,7 +53,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_html(args: argparse.Namespace) -> int:
-    from pipeline.notebook_html import to_html
+    from pipeline.nightly.notebook_html import to_html
 
     page = to_html(args.notebook, args.out, no_input=args.no_input)
     if args.json:

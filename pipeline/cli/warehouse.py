@@ -216,6 +216,7 @@ __all__ = ["register"]
 
 
 def cmd_check_real(args: argparse.Namespace) -> int:
+    from pipeline.cli import fidelity  # noqa: F401 - registers the invariant "views show values"
     from pipeline.warehouse.checks import run_checks
 
     report = run_checks(args.folder, db=args.db)

@@ -7,7 +7,6 @@ executed notebook and as text in a terminal; `to_polars()` hands it to polars fo
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,10 +55,9 @@ class Table:
         return [["null" if v is None else _cut(str(v)) for v in row] for row in self.rows]
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(n)}<br><small>{k.__name__}</small></th>" for n, k in self.schema)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in self._cells())
-        return (f"<small>{len(self.rows)} rows</small><table><thead><tr>{head}</tr></thead>"
-                f"<tbody>{body}</tbody></table>")
+        from pipeline.templates import render
+
+        return render("notebook_table.html.j2", schema=[(n, k.__name__) for n, k in self.schema], rows=self._cells())
 
     def __str__(self) -> str:
         grid = [self.columns, *self._cells()]

@@ -16,7 +16,6 @@ The rules engine makes no model call: its cost is zero.
 from __future__ import annotations
 
 import datetime as dt
-import html
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -172,38 +171,36 @@ def render_markdown(evaluation: Evaluation, costs: list[BatchCost], *, model: st
 
 def _html(markdown: str, title: str) -> str:
     """A plain HTML page of the report (headings, lists, tables, paragraphs; text escaped)."""
-    body: list[str] = []
+    from pipeline.templates import render
+
+    blocks: list[tuple[str, Any]] = []
     table: list[list[str]] = []
 
     def flush() -> None:
         if table:
-            head, *rows = table
-            body.append("<table><thead><tr>" + "".join(f"<th>{c}</th>" for c in head) + "</tr></thead><tbody>"
-                        + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-                        + "</tbody></table>")
+            blocks.append(("table", list(table)))
             table.clear()
 
     for raw in markdown.splitlines():
         line = raw.rstrip()
         if line.startswith("|"):
-            cells = [html.escape(c.strip().replace("\\|", "|")) for c in line.strip("|").split(" | ")]
+            cells = [c.strip().replace("\\|", "|") for c in line.strip("|").split(" | ")]
             if not all(set(c) <= set("-:") for c in cells):
                 table.append(cells)
             continue
         flush()
         if line.startswith("## "):
-            body.append(f"<h2>{html.escape(line[3:])}</h2>")
+            blocks.append(("h2", line[3:]))
         elif line.startswith("# "):
-            body.append(f"<h1>{html.escape(line[2:])}</h1>")
+            blocks.append(("h1", line[2:]))
         elif line.startswith("- ") or line.startswith("  "):
-            body.append(f"<p>{html.escape(line.strip())}</p>")
+            blocks.append(("p", line.strip()))
         elif line:
-            body.append(f"<p>{html.escape(line)}</p>")
+            blocks.append(("p", line))
     flush()
     style = ("body{font-family:sans-serif;max-width:72em;margin:2em auto}table{border-collapse:collapse}"
              "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}")
-    return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
+    return render("eval_report.html.j2", title=title, style=style, blocks=blocks).rstrip("\n") + "\n"
 
 
 def write_report(evaluation: Evaluation, *, model: str | None = None, base_url: str | None = None) -> Path:

@@ -30,7 +30,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline import config, notebook_html
+from pipeline import config
 from pipeline.consolidator import pending
 from pipeline.consolidator.batch_secrets import scan_sessions, scan_warehouse
 from pipeline.corpus import apply as apply_mod
@@ -38,6 +38,7 @@ from pipeline.corpus import tasks as tasks_mod
 from pipeline.corpus.git_corpus import Corpus
 from pipeline.display import plain
 from pipeline.errors import ReportError
+from pipeline.nightly import notebook_html
 from pipeline.nightly.evidence import EvidenceView, evidence_html, evidence_view
 from pipeline.nightly.kernels import papermill_command, run_papermill
 from pipeline.secrets.gate import SecretSet

@@ -1,6 +1,8 @@
 """HTML is written by Jinja templates with autoescaping, never by joining strings: every value a page
 shows is escaped by the engine (and masked, where the page says `| masked`, by the one function every
-output masks with). The templates are the `*.html.j2` files beside this module."""
+output masks with). The templates are the `*.html.j2` files beside this module.
+
+May import: `secrets` (the masking function) and the top-level modules."""
 
 from __future__ import annotations
 

@@ -691,18 +691,3 @@ def _session_facts(real: RealSet) -> CheckResult:
                "their lines give")
     return CheckResult("session facts", not failures, summary, {"sessions": len(rows), "toolCalls": total},
                        failures[:EXAMPLES])
-
-
-@invariant("views show values")
-def _views(real: RealSet) -> CheckResult:
-    """Every renderer (`show` in the terminal, Markdown and HTML, `read`, `sql`) shows the values of
-    ten sessions of each format as the transcript holds them (`pipeline.show.fidelity`)."""
-    from pipeline.show import fidelity
-
-    ids = fidelity.sample(real.con)
-    got = fidelity.compare(real.con, ids)
-    per = ", ".join(f"{name} {n:,}" for name, n in sorted(got.compared.items()))
-    summary = (f"{got.total:,} values of {got.sessions} sessions compared with their lines ({per}); "
-               f"{got.differing} differ")
-    return CheckResult("views show values", got.differing == 0, summary,
-                       {"sessions": got.sessions, "compared": got.compared, "differ": got.differ}, got.examples)

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from pipeline.errors import PipelineError, UsageError
+from pipeline.errors import IngestAborted, UsageError
 from pipeline.warehouse import derive, formats, memory
 from pipeline.warehouse.transaction import atomic
 from pipeline.warehouse.writeback import background_writeback
@@ -172,10 +172,6 @@ def _walk(root: Path, notes: list[str]) -> list[Path]:
                 out.append(Path(entry.path))
         stack.extend(reversed(subfolders))
     return sorted(out)
-
-
-class IngestAborted(PipelineError):
-    """DuckDB can no longer write the warehouse in this process (a fatal error)."""
 
 
 def _advice(step: str, exc: duckdb.Error, files: list[str] | None) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli import fidelity  # noqa: F401 - registers "views show values", as `pipeline check-real` does
 from pipeline.errors import UsageError
 from pipeline.warehouse import checks, db, ingest
 from tests.helpers import EXPECTED, SAMPLES, write_jsonl

@@ -1,5 +1,6 @@
 """Do the views show what the transcript holds? Every renderer's output for some sessions, compared
-with the raw values of their lines (`pipeline check-real` runs it on real transcripts).
+with the raw values of their lines. `pipeline check-real` runs it on real transcripts as the invariant
+"views show values" (registered here: the renderers sit above the warehouse's own checks).
 
 For each item a conversation shows (a message, thinking, a tool call's command, a tool's output):
 
@@ -28,6 +29,8 @@ from html.parser import HTMLParser
 from typing import Any
 
 import duckdb
+
+from pipeline.warehouse import checks
 
 
 @dataclass
@@ -198,4 +201,19 @@ def _parse(text: str) -> Any:
         return text
 
 
-__all__ = ["FidelityReport", "compare", "sample"]
+
+
+@checks.invariant("views show values")
+def views_show_values(real: checks.RealSet) -> checks.CheckResult:
+    """Every renderer (`show` in the terminal, Markdown and HTML, `read`, `sql`) shows the values of
+    ten sessions of each format as the transcript holds them."""
+    ids = sample(real.con)
+    got = compare(real.con, ids)
+    per = ", ".join(f"{name} {n:,}" for name, n in sorted(got.compared.items()))
+    summary = (f"{got.total:,} values of {got.sessions} sessions compared with their lines ({per}); "
+               f"{got.differing} differ")
+    return checks.CheckResult("views show values", got.differing == 0, summary,
+                              {"sessions": got.sessions, "compared": got.compared, "differ": got.differ}, got.examples)
+
+
+__all__ = ["FidelityReport", "compare", "sample", "views_show_values"]
