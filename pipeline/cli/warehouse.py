@@ -193,9 +193,25 @@ def cmd_read(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
         return 0
-    for line in result["lines"]:
-        tail = " …[cut]" if line["cut"] else ""
-        sys.stdout.write(f"{line['line']}\t{line['text']}{tail}\n")
+    if sys.stdout.isatty():
+        # On a terminal the line's control characters are shown as styled escapes (they would move the
+        # cursor or restyle the screen) and the cut is marked by style; piped, the text is as stored.
+        from rich.text import Text
+
+        from pipeline.console import console, visible
+
+        out = console()
+        for line in result["lines"]:
+            row = Text()
+            row.append(f"{line['line']}\t", style="dim")
+            row.append(visible(line["text"]))
+            if line["cut"]:
+                row.append(" …cut", style="dim reverse")
+            out.print(row, soft_wrap=True)
+    else:
+        for line in result["lines"]:
+            tail = " …[cut]" if line["cut"] else ""
+            sys.stdout.write(f"{line['line']}\t{line['text']}{tail}\n")
     shown_to = result["end"]
     if result["truncated"]:
         limit = (
