@@ -88,8 +88,11 @@ def _add_redact(p: argparse.ArgumentParser) -> None:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from pipeline.warehouse import ingest  # numpy and pyarrow: only ingest needs them
 
-    with db.writing(args.db, wait=args.wait) as con:
-        report = ingest.ingest(con, args.paths, progress=not args.json)
+    # Nothing new (the usual nightly case on a quiet day): answered without a write session.
+    report = ingest.unchanged(args.db, args.paths)
+    if report is None:
+        with db.writing(args.db, wait=args.wait) as con:
+            report = ingest.ingest(con, args.paths, progress=not args.json)
     for warning in report.warnings:
         sys.stderr.write(f"warning: {warning}\n")
     if args.json:

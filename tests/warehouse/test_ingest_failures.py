@@ -143,3 +143,29 @@ def test_a_path_with_dot_dot_is_the_same_file(warehouse, tmp_path: Path) -> None
     again = ingest.ingest(warehouse, [tmp_path / "home" / "p"])
     assert [f.action for f in first.files] == ["new"] and [f.action for f in again.files] == ["unchanged"]
     assert warehouse.execute("SELECT path FROM sessions").fetchall() == [(str(tmp_path / "home" / "p" / "a.jsonl"),)]
+
+
+def test_an_ingest_that_would_change_nothing_opens_no_write_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from pipeline.cli.main import main
+
+    write_jsonl(tmp_path / "p" / "a.jsonl", [_user("hi", "A")])
+    held = tmp_path / "p" / "b.jsonl"
+    held.write_bytes(b'{"type": "user", "sessionId": "B", "message": {"role": "user", "content": "x"}}\n{"unfinished": ')
+    db_file = str(tmp_path / "w.duckdb")
+    assert main(["ingest", str(tmp_path / "p"), "--db", db_file]) == 0
+    capsys.readouterr()
+
+    def no_write(*args, **kwargs):
+        raise AssertionError("a write session was opened for an ingest with nothing to do")
+
+    monkeypatch.setattr(db, "writing", no_write)
+    assert main(["ingest", str(tmp_path / "p"), "--db", db_file]) == 0
+    err = capsys.readouterr().err
+    assert "2 files (0 changed), 0 new lines" in err and "b.jsonl: the last 15 bytes have no newline yet" in err
+
+    # a grown file, a completed line, or a new file needs the write session again
+    for change in (lambda: write_jsonl(tmp_path / "p" / "c.jsonl", [_user("new", "C")]),
+                   lambda: held.write_bytes(held.read_bytes() + b"1}\n")):
+        change()
+        assert ingest.unchanged(db_file, [tmp_path / "p"]) is None
