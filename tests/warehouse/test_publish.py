@@ -54,15 +54,21 @@ def test_a_writer_publishes_what_it_wrote_and_leaves_only_its_files(tmp_path: Pa
     assert not files.work.exists() and files.state.exists()
     assert not files.publishing.exists() and not files.db_wal.exists() and not files.work_wal.exists()
     assert json.loads(files.state.read_text()) == {"db": publish.identity(wh), "work": None}
-    # nothing new: the next writer works on a copy, and publishes nothing (the file analysts hold is left alone)
+    # nothing new for the ingest: it answers from the published file, opens no write session, copies nothing
     before = publish.identity(wh)
     assert pipeline("ingest", str(tmp_path / "src"), "--db", str(wh)).returncode == 0
+    assert publish.identity(wh) == before and not files.work.exists()
+    assert json.loads(files.state.read_text()) == {"db": before, "work": None}
+    # a writer that writes nothing works on a copy, and publishes nothing (the file analysts hold is left alone)
+    with db.writing(wh):
+        pass
     assert publish.identity(wh) == before
     assert files.work.exists() and files.work.read_bytes() == wh.read_bytes()
     state = json.loads(files.state.read_text())
     assert state == {"db": before, "work": publish.identity(files.work)}
     # and that copy serves the writer after it: no second copy while nothing is published
-    assert pipeline("ingest", str(tmp_path / "src"), "--db", str(wh)).returncode == 0
+    with db.writing(wh):
+        pass
     assert publish.identity(files.work) == state["work"] and publish.identity(wh) == before
 
 
@@ -206,9 +212,8 @@ def test_killed_while_publishing_then_run_again(tmp_path: Path, step: str) -> No
     assert count(wh, "SELECT count(*) FROM lines WHERE session_id = 'S2'") == 5
     files = publish.Files(wh)
     assert not files.publishing.exists() and not files.work_copy.exists()
-    if step == "publish:replaced":  # the rerun found everything published: its copy stays for the next writer
-        assert files.work.read_bytes() == wh.read_bytes()
-        assert json.loads(files.state.read_text()) == {"db": publish.identity(wh), "work": publish.identity(files.work)}
+    if step == "publish:replaced":  # the rerun found everything published: it answered without a write session
+        assert not files.work.exists() or files.work.read_bytes() == wh.read_bytes()
     else:  # the rerun published by renaming its working file
         assert not files.work.exists()
         assert json.loads(files.state.read_text()) == {"db": publish.identity(wh), "work": None}
