@@ -38,6 +38,7 @@ __all__ = [
     "by_model",
     "call_cost",
     "database_version",
+    "effective",
     "load_prices",
     "provider_for",
 ]
@@ -245,6 +246,17 @@ def load_prices(path: str | Path | None = None, *, fallback_provider: str | None
     return PriceBook(parsed.models, fallback_provider=fallback_provider)
 
 
+def effective(price: ModelPrice, prompt: int | None) -> ModelPrice:
+    """The prices a call with a prompt of `prompt` tokens pays: the base ones, with each tier it is
+    above applied in order."""
+    p = price
+    for tier in p.tiers:
+        if (prompt or 0) > tier.above_input_tokens:
+            p = p.model_copy(update={k: getattr(tier, k) for k in ("input", "cache_read", "output", "cache_write_5m", "cache_write_1h")
+                                     if getattr(tier, k) is not None})
+    return p
+
+
 def call_cost(price: ModelPrice | None, prompt: int | None, cached: int | None, written: int | None,
               completion: int | None, *, ttl_seconds: int = SHORT_TTL_SECONDS,
               written_1h: int | None = None) -> float | None:
@@ -254,11 +266,7 @@ def call_cost(price: ModelPrice | None, prompt: int | None, cached: int | None, 
     5-minute price; without it all writes pay the `ttl_seconds` price."""
     if price is None:
         return None
-    p = price
-    for tier in p.tiers:
-        if (prompt or 0) > tier.above_input_tokens:
-            p = p.model_copy(update={k: getattr(tier, k) for k in ("input", "cache_read", "output", "cache_write_5m", "cache_write_1h")
-                                     if getattr(tier, k) is not None})
+    p = effective(price, prompt)
     cached, written = cached or 0, written or 0
     uncached = max(0, (prompt or 0) - cached - written)
     if written_1h is None:

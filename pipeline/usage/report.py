@@ -23,9 +23,11 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import duckdb
+import polars as pl
 
 from pipeline.errors import UsageError
 from pipeline.usage import periods
+from pipeline.usage.frame import by_model, calls_frame, local
 
 KINDS = {"daily": "daily", "weekly": "weekly", "monthly": "monthly", "session": "sessions", "blocks": "blocks"}
 USAGE_SOURCES = ("claude-code", "codex")
@@ -168,38 +170,78 @@ def usage_report(con: duckdb.DuckDBPyConnection, kind: str, flt: UsageFilter | N
     flt = flt or UsageFilter()
     if flt.start_of_week not in periods.WEEK_STARTS:
         raise UsageError(f"--start-of-week must be one of {', '.join(periods.WEEK_STARTS)}")
-    calls = _calls(con, flt)
+    if kind == "blocks":  # 5-hour blocks follow the calls one by one
+        return _blocks_report(_calls(con, flt))
+    frame = selected(con, flt)
     rows: list[dict[str, Any]] = []
     if kind in ("daily", "weekly", "monthly"):
-        label: Callable[[Call], str] = {
-            "daily": lambda c: periods.day(c.local),
-            "weekly": lambda c: periods.week(c.local, flt.start_of_week),
-            "monthly": lambda c: periods.month(c.local),
-        }[kind]
-        for period, (total, _) in sorted(_grouped(calls, label).items()):
-            rows.append({"period": period, **total.fields()})
-    elif kind == "session":
-        groups = _grouped(calls, lambda c: c.session)
-        for session, (total, members) in sorted(groups.items(), key=lambda kv: kv[1][1][-1].at):
-            rows.append({
-                "sessionId": session, **total.fields(),
-                "projectPath": members[0].project, "source": members[0].source,
-                "firstActivity": _iso(members[0].at), "lastActivity": _iso(members[-1].at),
-            })
+        local_day = pl.col("local").dt.date()
+        if kind == "daily":
+            label = local_day.cast(pl.String)
+        elif kind == "monthly":
+            label = pl.col("local").dt.strftime("%Y-%m")
+        else:
+            first = periods.WEEK_STARTS.index(flt.start_of_week)
+            back = ((pl.col("local").dt.weekday() - 1 - first) % 7).cast(pl.Int64)  # polars: Monday is 1
+            label = (local_day - pl.duration(days=back)).cast(pl.String)
+        grouped = _sums(by_model(frame.with_columns(label.alias("period")), ["period"]), "period")
+        for period in sorted(grouped):
+            rows.append({"period": period, **grouped[period].fields()})
     else:
-        for block in periods.blocks([c.at for c in calls]):
-            total = _Sum()
-            for i in block.members:
-                total.add(calls[i])
+        grouped = _sums(by_model(frame, ["session"]), "session")
+        spans = frame.group_by("session").agg(pl.col("at").min().alias("first"), pl.col("at").max().alias("last"),
+                                             pl.col("slug").sort_by("at").first(), pl.col("source").sort_by("at").first())
+        for session, first, last, slug, source in spans.sort("last", "session").iter_rows():
             rows.append({
-                "period": _iso(block.start), "startTime": _iso(block.start), "endTime": _iso(block.end),
-                "actualEndTime": _iso(block.last_call), "entries": len(block.members), **total.fields(),
+                "sessionId": session, **grouped[session].fields(),
+                "projectPath": slug, "source": source, "firstActivity": _iso(first), "lastActivity": _iso(last),
             })
+    grand = _sums(by_model(frame.with_columns(pl.lit("all").alias("all")), ["all"]), "all").get("all", _Sum())
+    totals = {k: v for k, v in grand.fields().items() if k not in ("modelsUsed", "modelBreakdowns")}
+    if grand.unpriced:
+        totals["unpricedModels"] = sorted(grand.unpriced)
+    return {KINDS[kind]: rows, "totals": totals}
+
+
+def selected(con: duckdb.DuckDBPyConnection, flt: UsageFilter) -> pl.DataFrame:
+    """The calls the filter selects, priced, with `local`, their time in the filter's zone."""
+    frame = calls_frame(con, [flt.source] if flt.source else list(USAGE_SOURCES))
+    frame = local(frame, flt.zone().key)
+    if flt.project is not None:
+        frame = frame.filter(pl.col("slug") == flt.project)
+    if flt.since:
+        frame = frame.filter(pl.col("local").dt.date() >= flt.since)
+    if flt.until:
+        frame = frame.filter(pl.col("local").dt.date() <= flt.until)
+    return frame
+
+
+def _sums(agg: pl.DataFrame, key: str) -> dict[Any, _Sum]:
+    """Per value of `key`, the sums of each model as a `_Sum`."""
+    out: dict[Any, _Sum] = {}
+    for value, model, uncached, written, cached, completion, cost, unpriced in agg.select(
+            key, "model", "uncached", "written", "cached", "completion", "cost", "unpriced").iter_rows():
+        total = out.setdefault(value, _Sum())
+        total.models[model] = [uncached, written, cached, completion, cost]
+        if unpriced:
+            total.unpriced.add(model)
+    return out
+
+
+def _blocks_report(calls: list[Call]) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    for block in periods.blocks([c.at for c in calls]):
+        total = _Sum()
+        for i in block.members:
+            total.add(calls[i])
+        rows.append({
+            "period": _iso(block.start), "startTime": _iso(block.start), "endTime": _iso(block.end),
+            "actualEndTime": _iso(block.last_call), "entries": len(block.members), **total.fields(),
+        })
     grand = _Sum()
     for call in calls:
         grand.add(call)
     totals = {k: v for k, v in grand.fields().items() if k not in ("modelsUsed", "modelBreakdowns")}
-    unpriced = sorted(set().union(*(s.unpriced for s in [grand])))
-    if unpriced:
-        totals["unpricedModels"] = unpriced
-    return {KINDS[kind]: rows, "totals": totals}
+    if grand.unpriced:
+        totals["unpricedModels"] = sorted(grand.unpriced)
+    return {KINDS["blocks"]: rows, "totals": totals}

@@ -39,7 +39,8 @@ def _facts(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
 def session_table(con: duckdb.DuckDBPyConnection, entries: list[dict[str, Any]], flt: SessionFilter | None = None, *,
                   sort: str | None = None, descending: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
     """`entries` (list_sessions' shape) filtered, with the columns above added, sorted and cut at `limit`."""
-    from pipeline.usage.report import calls
+    from pipeline.usage.frame import by_model, calls_frame
+    from pipeline.usage.report import USAGE_SOURCES
 
     flt = flt or SessionFilter()
     if sort is not None and sort not in SORTABLE:
@@ -50,13 +51,15 @@ def session_table(con: duckdb.DuckDBPyConnection, entries: list[dict[str, Any]],
     tokens: dict[str, list[float]] = {}
     models: dict[str, set[str]] = {}
     unpriced: dict[str, bool] = {}
-    for call in calls(con):
-        t = tokens.setdefault(call.own, [0, 0, 0, 0, 0.0])
-        for i, n in enumerate(call.tokens):
+    for own, model, uncached, written, cached, completion, cost, no_price in by_model(
+            calls_frame(con, list(USAGE_SOURCES)), ["own"]).select(
+            "own", "model", "uncached", "written", "cached", "completion", "cost", "unpriced").iter_rows():
+        t = tokens.setdefault(own, [0, 0, 0, 0, 0.0])
+        for i, n in enumerate((uncached, written, cached, completion)):
             t[i] += n
-        t[4] += call.cost or 0.0
-        unpriced[call.own] = unpriced.get(call.own, False) or call.cost is None
-        models.setdefault(call.own, set()).add(call.model)
+        t[4] += cost
+        unpriced[own] = unpriced.get(own, False) or no_price
+        models.setdefault(own, set()).add(model)
     out = []
     for e in entries:
         sid = e["sessionId"]
