@@ -74,8 +74,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check pipeline tests data/samples bench
 	$(BIN)/python -m mypy
 
+# Then the same measures on real-shaped homes (bench/real_scale.py): SCALE_FROM names the real transcripts
+# to replicate (default ../shared/real-transcripts; the samples when it is missing, said so), SCALE_SIZES
+# the sizes in GB.
+SCALE_SIZES ?= 1,5
 bench: $(BYTECODE)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/real_scale.py $(if $(SCALE_FROM),--source "$(SCALE_FROM)") --sizes "$(SCALE_SIZES)"
 
 # The rules engine measured on the labelled real sessions (bench/eval/README.md), one report per gold
 # file (each labels one batch of the folder): the first batch, then the second. The transcripts are not

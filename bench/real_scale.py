@@ -1,0 +1,185 @@
+"""`make bench SCALE_FROM=DIR`: the ingest and the answers on real-shaped homes of 1 GB and 5 GB.
+
+A folder of real transcripts (default ../shared/real-transcripts; without one, the bundled samples,
+and the output says so) is replicated with fresh ids into corpora of the sizes asked: every UUID,
+message, request, tool-call and subagent id is remapped per copy and every other byte is kept, so
+subagents, copied prompts, compactions and resumed sessions keep their real shapes. For each size:
+
+* `cp -r` + `sync` of the corpus (the reference), twice;
+* the full ingest: wall time, peak RSS, and its sessions, lines and usage rows against N x one copy;
+* the no-op re-ingest, then re-ingests after the corpus grows by 5 % and by 10 % (more copies);
+* `usage daily`, `sessions`, `search` over every session and `cache-report`: wall time and peak RSS;
+* ccusage on the same files when `ccusage` is on the PATH (`npm install -g ccusage@20.0.24`).
+
+Results go to bench/out/real_scale.json. The corpora and warehouses are made in a scratch folder
+(`--work`, default a temporary one) and removed at the end unless `--keep`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+REPO = ROOT.parent
+OUT = ROOT / "out"
+DEFAULT_SOURCE = REPO.parent / "shared" / "real-transcripts"
+SAMPLES = REPO / "data" / "samples"
+PIPELINE = [sys.executable, "-m", "pipeline"]
+
+_UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_OPAQUE = re.compile(rb"\b((?:msg|req|toolu|call)_[A-Za-z0-9]{6,})")
+# A Claude Code subagent's id (`agent-a47cb…`, `agent-acompact-…`, "agentId":"a47cb…"): unique per copy too.
+_AGENT = re.compile(rb'((?:agent-(?:[a-z_]+-)?)|(?:"agentId":\s?"))(a?[0-9a-f]{16})')
+_SPACE = uuid.UUID("3f0b9a52-8c1e-4d7a-9b61-2e5c7d4f8a90")
+
+
+def _remap(data: bytes, k: int) -> bytes:
+    data = _UUID.sub(lambda m: str(uuid.uuid5(_SPACE, f"{m.group(0).decode()}/{k}")).encode(), data)
+    data = _OPAQUE.sub(lambda m: m.group(1) + b"c" + str(k).encode(), data)
+    return _AGENT.sub(lambda m: m.group(1) + uuid.uuid5(_SPACE, f"{m.group(2).decode()}/{k}").hex[: len(m.group(2))].encode(), data)
+
+
+def replicate(source: Path, out: Path, first: int, last: int) -> int:
+    """Copies `first`..`last - 1` of every transcript under `source`, each copy in folders of its own
+    (`<copy>/<path>`, names remapped as the contents are). Returns the bytes written."""
+    files = sorted(p for p in source.rglob("*.jsonl") if p.is_file() and p.stat().st_size)
+    written = 0
+    for k in range(first, last):
+        for path in files:
+            rel = path.relative_to(source)
+            dest = out / f"copy-{k:03d}" / _remap(str(rel).encode(), k).decode()
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            data = _remap(path.read_bytes(), k)
+            dest.write_bytes(data)
+            written += len(data)
+    return written
+
+
+def measured(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, object]:
+    """Wall seconds and peak RSS (MB) of one command, in a process of its own (GNU time); its
+    output is dropped, its last error line kept when it fails."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as rss:
+        start = time.perf_counter()
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, *cmd], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+        seconds = time.perf_counter() - start
+        peak = int((rss.read().strip().splitlines() or ["0"])[-1] or 0) / 1024
+    return {"seconds": round(seconds, 2), "peakRssMb": round(peak), "exit": proc.returncode,
+            "stderrTail": proc.stderr.strip().splitlines()[-1:] if proc.returncode else []}
+
+
+def copy_seconds(corpus: Path, scratch: Path) -> float:
+    target = scratch / "cp-reference"
+    shutil.rmtree(target, ignore_errors=True)
+    subprocess.run(["sync"], check=True)
+    start = time.perf_counter()
+    subprocess.run(["bash", "-c", f"cp -r '{corpus}' '{target}' && sync"], check=True)
+    seconds = time.perf_counter() - start
+    shutil.rmtree(target, ignore_errors=True)
+    return round(seconds, 2)
+
+
+def counts(db: Path) -> dict[str, int]:
+    query = ("SELECT (SELECT count(*) FROM sessions) AS sessions, (SELECT count(*) FROM lines) AS lines, "
+             "(SELECT count(*) FROM llm_calls WHERE source IN ('claude-code', 'codex')) AS usage")
+    out = subprocess.run([*PIPELINE, "sql", query, "--json", "--db", str(db)], capture_output=True, text=True, cwd=REPO,
+                         check=True)
+    return {k: int(v) for k, v in json.loads(out.stdout)[0].items()}
+
+
+def one_size(source: Path, gigabytes: float, scratch: Path, per_copy: int) -> dict[str, object]:
+    copies = max(1, math.ceil(gigabytes * 1e9 / per_copy))
+    corpus, db = scratch / f"corpus-{gigabytes:g}gb", scratch / f"w-{gigabytes:g}gb.duckdb"
+    shutil.rmtree(corpus, ignore_errors=True)
+    size = replicate(source, corpus, 0, copies)
+    result: dict[str, object] = {"gigabytes": round(size / 1e9, 2), "copies": copies}
+    result["cp"] = [copy_seconds(corpus, scratch) for _ in range(2)]
+    ingest = measured([*PIPELINE, "ingest", str(corpus), "--db", str(db)])
+    result["ingest"] = ingest
+    one = scratch / "one.duckdb"
+    if not one.exists():
+        single = scratch / "one-copy"
+        replicate(source, single, 0, 1)
+        subprocess.run([*PIPELINE, "ingest", str(single), "--db", str(one)], capture_output=True, cwd=REPO)
+    got, each = counts(db), counts(one)
+    result["counts"] = got
+    result["countsAreNTimesOneCopy"] = all(got[k] == copies * each[k] for k in got)
+    result["noopReingest"] = measured([*PIPELINE, "ingest", str(corpus), "--db", str(db)])
+    grown = copies
+    for percent in (5, 10):
+        more = max(1, math.ceil(copies * percent / 100))
+        replicate(source, corpus, grown, grown + more)
+        grown += more
+        run = measured([*PIPELINE, "ingest", str(corpus), "--db", str(db)])
+        run["addedCopies"] = more
+        run["grownBy"] = round(more / (grown - more), 3)  # copies are whole: the growth actually made
+        run["shareOfFullIngest"] = round(float(run["seconds"]) / float(ingest["seconds"]), 3)  # type: ignore[arg-type]
+        # the goal: at most 1.5 x the growth's share of the full ingest, plus a second
+        run["goalSeconds"] = round(1.5 * float(run["grownBy"]) * float(ingest["seconds"]) + 1, 2)  # type: ignore[arg-type]
+        result[f"reingestPlus{percent}"] = run
+    answers = {}
+    for name, args in (("usage daily", ["usage", "daily", "--json"]), ("sessions", ["sessions", "--json"]),
+                       ("search", ["search", "ModuleNotFoundError", "--json"]), ("cache-report", ["cache-report", "--json"])):
+        answers[name] = [measured([*PIPELINE, *args, "--db", str(db)]) for _ in range(2)]
+    result["answers"] = answers
+    ccusage = shutil.which("ccusage")
+    if ccusage:
+        env = {**os.environ, "CLAUDE_CONFIG_DIR": str(corpus)}
+        result["ccusageDaily"] = measured([ccusage, "daily", "--json", "--offline"], env=env)
+    else:
+        result["ccusageDaily"] = "ccusage is not on the PATH (npm install -g ccusage@20.0.24)"
+    shutil.rmtree(corpus, ignore_errors=True)
+    db.unlink(missing_ok=True)
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--source", type=Path, default=None, help=f"real transcripts (default {DEFAULT_SOURCE})")
+    ap.add_argument("--sizes", default="1,5", help="corpus sizes in GB, comma-separated (default 1,5)")
+    ap.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    args = ap.parse_args()
+    source = args.source or DEFAULT_SOURCE
+    if not source.is_dir():
+        print(f"bench/real_scale.py: no folder of real transcripts at {source}; the bundled samples are replicated "
+              "instead (pass SCALE_FROM=DIR for real shapes)", file=sys.stderr)
+        source = SAMPLES
+    per_copy = sum(p.stat().st_size for p in source.rglob("*.jsonl") if p.is_file())
+    scratch = args.work or Path(tempfile.mkdtemp(prefix="real-scale-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    report: dict[str, object] = {"source": str(source), "bytesPerCopy": per_copy, "sizes": []}
+    try:
+        for gigabytes in (float(x) for x in args.sizes.split(",")):
+            row = one_size(source, gigabytes, scratch, per_copy)
+            report["sizes"].append(row)  # type: ignore[attr-defined]
+            ingest, cp = row["ingest"], min(row["cp"])  # type: ignore[type-var]
+            print(f"{row['gigabytes']} GB ({row['copies']} copies): ingest {ingest['seconds']} s "  # type: ignore[index]
+                  f"= {float(ingest['seconds']) / cp:.1f}x cp ({cp} s), peak {ingest['peakRssMb']} MB, "  # type: ignore[index]
+                  f"counts = N x one copy: {row['countsAreNTimesOneCopy']}; no-op {row['noopReingest']['seconds']} s; "  # type: ignore[index]
+                  + ", ".join(f"+{row[k]['grownBy']:.0%} {row[k]['seconds']} s (goal {row[k]['goalSeconds']} s)"  # type: ignore[index]
+                              for k in ("reingestPlus5", "reingestPlus10")))
+            for name, runs in row["answers"].items():  # type: ignore[attr-defined]
+                print(f"    {name}: " + ", ".join(f"{r['seconds']} s / {r['peakRssMb']} MB" for r in runs))
+    finally:
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+    OUT.mkdir(exist_ok=True)
+    (OUT / "real_scale.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(f"written: {OUT / 'real_scale.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
