@@ -21,12 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
-from typing import Any
 
 import duckdb
 
@@ -54,38 +50,6 @@ class FidelityReport:
     @property
     def differing(self) -> int:
         return sum(self.differ.values())
-
-
-class _Text(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-
-    def handle_data(self, data: str) -> None:
-        self.parts.append(data)
-
-
-def _page_text(markup: str) -> str:
-    parser = _Text()
-    parser.feed(markup)
-    parser.close()
-    return "".join(parser.parts)
-
-
-def _strings(value: Any, depth: int = 0) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-        if depth < 2 and value.lstrip().startswith(("{", "[")):
-            try:
-                yield from _strings(json.loads(value), depth + 1)
-            except ValueError:
-                pass
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v, depth)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v, depth)
 
 
 class _Cursor:
@@ -127,14 +91,15 @@ def compare(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> FidelityR
     from markdown_it import MarkdownIt
     from rich.cells import cell_len
 
-    from pipeline import console as console_module
     from pipeline.cli import sql as sql_cli
     from pipeline.console import console, shown
+    from pipeline.consolidator.quotes import searchable_strings
     from pipeline.consolidator.tools import read_lines
     from pipeline.show.conversation import conversation
     from pipeline.show.markdown import conversation_markdown
     from pipeline.show.page import conversation_html
     from pipeline.show.terminal import print_conversation
+    from pipeline.templates.text import page_text
 
     report = FidelityReport()
     markdown = MarkdownIt("commonmark")
@@ -148,8 +113,8 @@ def compare(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> FidelityR
         term.file = out
         print_conversation(conv, term, fold_lines=0)
         terminal = _spaced(out.getvalue())
-        md = _page_text(markdown.render(conversation_markdown(conv, fold_lines=0)))
-        page = _page_text(conversation_html(conv, fold_lines=0))
+        md = page_text(markdown.render(conversation_markdown(conv, fold_lines=0)))
+        page = page_text(conversation_html(conv, fold_lines=0))
         # Items are shown in order: each is looked for from where the one before it was found.
         seen = {"show": _Cursor(terminal), "show --markdown": _Cursor(md), "show --html": _Cursor(page)}
         for item in conv.items:
@@ -157,7 +122,9 @@ def compare(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> FidelityR
                 continue
             where = f"{sid} line {item.line_no} ({item.label})"
             if item.kind != "tool call":  # a call is shown as its command and compact JSON: a view of its input
-                values = list(_strings(_parse(raw.get(item.line_no, ""))))
+                line = raw.get(item.line_no, "")
+                is_json, values = searchable_strings(line)  # as a quote is verified: values, one level in
+                values = values if is_json else [line]
                 ok = all(any(line in v for v in values) for line in item.text.split("\n") if line.strip())
                 report.count("value", ok, where)
             text = item.text.strip("\n")  # a view starts and ends at the item's first and last line
@@ -172,35 +139,14 @@ def compare(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> FidelityR
             report.count("read", ok, f"{sid} line {entry['line']}")
         first = list(raw.items())[:40]
         out = io.StringIO()
-        made = console_module.console
-
-        wide = max((cell_len(shown(t)) for _, t in first), default=80) + 40
-
-        def to_buffer(width: int | None = None, *, stderr: bool = False, _made: Any = made, _out: io.StringIO = out,
-                      _wide: int = wide) -> Any:
-            c = _made(_wide, stderr=stderr)
-            c.file = _out
-            return c
-
-        console_module.console = to_buffer
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):  # its row count
-                sql_cli.table(["text"], [(text,) for _, text in first])
-        finally:
-            console_module.console = made
+        table_console = console(max((cell_len(shown(t)) for _, t in first), default=80) + 40)
+        table_console.file = out
+        with contextlib.redirect_stderr(io.StringIO()):  # its row count
+            sql_cli.table(["text"], [(text,) for _, text in first], out=table_console)
         printed = _spaced(out.getvalue())
         for line_no, text in first:
             report.count("sql", _spaced(shown(text)) in printed, f"{sid} line {line_no}")
     return report
-
-
-def _parse(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 
 
 @checks.invariant("views show values")

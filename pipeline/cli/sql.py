@@ -84,8 +84,8 @@ def _query_hint(con: Any, exc: Exception, query: str) -> str:
     return ""
 
 
-def table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-    """Rows as a rich table on stdout (the row count on stderr)."""
+def table(columns: list[str], rows: list[tuple[Any, ...]], out: Any = None) -> None:
+    """Rows as a rich table on stdout, or on the console `out` (the row count on stderr)."""
     from rich.table import Table
 
     from pipeline.console import console, visible
@@ -97,5 +97,5 @@ def table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
         t.add_row(*[visible(None if v is None else str(plain(v))) for v in r])
     # A terminal's own width; piped output is not wrapped at 80 columns unless COLUMNS says so.
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
-    console(width).print(t)
+    (out or console(width)).print(t)
     sys.stderr.write(f"{len(rows)} rows\n")

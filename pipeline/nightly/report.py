@@ -24,7 +24,6 @@ import html
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from pipeline.secrets.gate import SecretSet
 from pipeline.secrets.redact import redacted
 from pipeline.secrets.scan import spans
 from pipeline.templates import macro, markup
+from pipeline.templates.text import page_text
 from pipeline.warehouse import db as warehouse
 
 REPO = config.REPO
@@ -412,20 +412,6 @@ def write(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None 
     return html
 
 
-class _PageText(HTMLParser):
-    """The text a browser shows of a page, and its attribute values (titles, alt texts, links)."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-
-    def handle_data(self, data: str) -> None:
-        self.parts.append(data)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.parts.extend(v for _, v in attrs if v)
-
-
 def _shown_texts(path: Path) -> Iterator[str]:
     raw = path.read_text(encoding="utf-8")
     if path.suffix == ".ipynb":
@@ -445,10 +431,7 @@ def _shown_texts(path: Path) -> Iterator[str]:
 
 
 def _html_texts(markup: str) -> list[str]:
-    parser = _PageText()
-    parser.feed(markup)
-    parser.close()
-    return ["\n".join(parser.parts)]
+    return [page_text(markup, attributes=True, sep="\n")]
 
 
 def gate_file(path: Path, known: SecretSet) -> None:
