@@ -759,6 +759,9 @@ def unchanged(db_file: str | Path | None, paths: Sequence[str | os.PathLike[str]
     try:
         with db.reading(db_file) as con:
             planner = Ingester(con)
+            stored = planner._load_known()
+            if any(str(f) not in stored for f in files):
+                return None  # a new file: only the write path reads its head (up to 8 MB), not both
             todo = planner.plan(files, report)
             for path, size, known, result in todo:
                 # A file that only still holds the same unfinished last line: the ingest would hold it
