@@ -17,7 +17,6 @@ listed under `totals.unpricedModels`, never priced as another model.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -76,44 +75,12 @@ class Call:
 
 
 def _calls(con: duckdb.DuckDBPyConnection, flt: UsageFilter) -> list[Call]:
-    sources = [flt.source] if flt.source else list(USAGE_SOURCES)
-    rows = con.execute(
-        """
-        SELECT c."at", c.session_id, coalesce(CASE WHEN s.format = 'claude-code' AND p.session_id IS NOT NULL
-                                     THEN s.parent_session_id END, c.session_id) AS grouped,
-               coalesce(p.slug, s.slug) AS slug, c.source, coalesce(c.model, 'unknown') AS model,
-               c.prompt_tokens, c.cached_tokens, c.cache_write_tokens, c.completion_tokens,
-               c.cache_write_1h_tokens
-        FROM llm_calls c
-        LEFT JOIN sessions s ON s.session_id = c.session_id
-        LEFT JOIN sessions p ON p.session_id = s.parent_session_id AND p.format = 'claude-code'
-        WHERE c.source IN (SELECT unnest(?::VARCHAR[])) AND c."at" IS NOT NULL
-        ORDER BY c."at", c.call_id
-        """,
-        [sources],
-    ).fetchall()
-    zone = flt.zone()
-    from pipeline.calls.prices import PriceBook, call_cost  # genai-prices and pydantic: only a report pays
-
-    book = PriceBook()
-    # A price depends on the model, the source and the day only: looked up once per distinct key
-    # (89,000 calls of a 1 GB home have a few hundred), not once per call.
-    prices: dict[tuple[str, str, dt.date], Any] = {}
-    out: list[Call] = []
-    for at, own, session, slug, source, model, prompt, cached, written, completion, written_1h in rows:
-        if flt.project is not None and slug != flt.project:
-            continue
-        local = at.astimezone(zone)
-        if (flt.since and local.date() < flt.since) or (flt.until and local.date() > flt.until):
-            continue
-        cached_n, written_n = cached or 0, written or 0
-        uncached = max(0, (prompt or 0) - cached_n - written_n)
-        key = (model, source, at.date())
-        price = prices[key] if key in prices else prices.setdefault(key, book.price(model, source=source, when=at))
-        cost = call_cost(price, prompt, cached, written, completion, written_1h=written_1h)
-        out.append(Call(at, local, session or "(none)", own or "(none)", slug, source, model,
-                        (uncached, written_n, cached_n, completion or 0), cost))
-    return out
+    """The calls the filter selects, one object each, in time order (the 5-hour blocks walk them)."""
+    frame = selected(con, flt).sort("at")
+    return [Call(at, local_at, session, own, slug, source, model, (uncached, written, cached, completion), cost)
+            for at, local_at, session, own, slug, source, model, uncached, written, cached, completion, cost
+            in frame.select("at", "local", "session", "own", "slug", "source", "model", "uncached", "written",
+                            "cached", "completion", "cost").iter_rows()]
 
 
 class _Sum:
@@ -148,15 +115,6 @@ class _Sum:
 def calls(con: duckdb.DuckDBPyConnection, flt: UsageFilter | None = None) -> list[Call]:
     """Every call the filter selects, with its tokens by kind and its list-price cost (None: no price known)."""
     return _calls(con, flt or UsageFilter())
-
-
-def _grouped(calls: Sequence[Call], key: Callable[[Call], str]) -> dict[str, tuple[_Sum, list[Call]]]:
-    groups: dict[str, tuple[_Sum, list[Call]]] = {}
-    for call in calls:
-        total, members = groups.setdefault(key(call), (_Sum(), []))
-        total.add(call)
-        members.append(call)
-    return groups
 
 
 def _iso(at: dt.datetime) -> str:
