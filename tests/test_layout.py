@@ -34,8 +34,10 @@ ALLOWED: dict[str, set[str]] = {
     "show": {"warehouse", "templates", TOP},
     "usage": {"calls", "warehouse", TOP},
     "explore": {"warehouse", "show", "usage", TOP},
+    # What reaches agents: the MCP server and the AGENTS.md / CLAUDE.md export, read-only.
+    "delivery": {"corpus", "consolidator", "warehouse", "show", "usage", "secrets", TOP},
     "cli": {"eval", "nightly", "corpus", "consolidator", "warehouse", "cache", "calls", "anchoring", "lake", "secrets",
-            "show", "usage", "templates", TOP},
+            "show", "usage", "templates", "delivery", TOP},
     "main": {"cli"},
 }
 

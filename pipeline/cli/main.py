@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "pipeline.cli.show": ("show",),
     "pipeline.cli.consolidate": ("consolidate", "check-answer"),
     "pipeline.cli.corpus": ("apply", "memories", "tasks"),
+    "pipeline.cli.mcp": ("mcp",),
     "pipeline.cli.nightly": ("nightly",),
     "pipeline.cli.eval": ("eval",),
     "pipeline.cli.calls": ("import-calls",),

@@ -341,11 +341,13 @@ def mirror_corpus(con: duckdb.DuckDBPyConnection, corpus: Corpus) -> None:
     con.execute("DELETE FROM memories")
     rows = [
         {"memory_id": d.id, "path": str(p.relative_to(corpus.root)), "kind": d.kind, "claim": d.claim,
-         "created_at": d.created, "run_id": d.run, "batch_id": d.batch, "commit": commit_of.get(d.id)}
+         "created_at": d.created, "run_id": d.run, "batch_id": d.batch, "commit": commit_of.get(d.id),
+         "status": d.status, "kept_at": d.kept}
         for p, d in mems.items()
     ]
     links = [{"memory_id": d.id, "session_id": s} for d in mems.values() for s in d.sessions]
-    _insert(con, "memories", rows, ["memory_id", "path", "kind", "claim", "created_at", "run_id", "batch_id", "commit"])
+    _insert(con, "memories", rows, ["memory_id", "path", "kind", "claim", "created_at", "run_id", "batch_id", "commit",
+                                    "status", "kept_at"])
     _insert(con, "memory_links", links, ["memory_id", "session_id"])
     con.execute("DELETE FROM dropped_memories")
     _insert(con, "dropped_memories", [

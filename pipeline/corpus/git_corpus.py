@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +34,9 @@ verbatim from the transcripts, are in that commit's message and nowhere else. A 
 says the same thing is recorded as a `link:` commit that adds its sessions to the existing memory.
 A memory a reviewer took back (`pipeline memories drop ID --why TEXT`) is removed in a `drop:`
 commit that gives the reason; its evidence stays in the history, and later nights do not write the
-same claim again. Count memories with `git log --oneline --grep '^memory:'`; read a memory's
+same claim again. A memory lands as `status: new`; a reviewer who vouches for it
+(`pipeline memories keep ID`) sets `status: kept` in a `keep:` commit, and exports for agents
+(`pipeline memories export`) show kept memories. Count memories with `git log --oneline --grep '^memory:'`; read a memory's
 evidence with `git log --format=%B -1 <commit>`.
 """
 
@@ -167,6 +170,33 @@ class Corpus:
             sha, subject, body = ([*record.split("\x1f"), "", ""])[:3]
             commits.append(Commit(sha, subject, body, _trailers(body)))
         return commits
+
+    def files_at_head(self, folders: Iterable[str]) -> dict[str, str]:
+        """{path: text} of every file under `folders` as the last commit has it: a reader (the MCP
+        server, an export) sees whole commits only, never a file a running night is writing."""
+        if self.head() is None:
+            return {}
+        listing = self.git("ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *folders)
+        paths = [p for p in listing.split("\0") if p]
+        if not paths:
+            return {}
+        request = "".join(f"HEAD:{p}\n" for p in paths).encode("utf-8")
+        proc = subprocess.run(["git", "cat-file", "--batch"], cwd=self.root, env=self._env(), input=request,
+                              capture_output=True, check=False)
+        if proc.returncode != 0:
+            raise CorpusError(f"git cat-file failed in the corpus {self.root}: {proc.stderr.decode(errors='replace').strip()}")
+        out: dict[str, str] = {}
+        data, at = proc.stdout, 0
+        for p in paths:
+            end = data.index(b"\n", at)
+            header = data[at:end].split(b" ")
+            at = end + 1
+            if len(header) != 3:  # "<object> missing": gone between the listing and the read
+                continue
+            size = int(header[2])
+            out[p] = data[at:at + size].decode("utf-8")
+            at += size + 1
+        return out
 
     def inside(self, path: Path) -> bool:
         try:

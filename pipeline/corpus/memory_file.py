@@ -11,7 +11,7 @@ import hashlib
 import re
 import unicodedata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,6 +32,10 @@ __all__ = ["QUOTE_LEAK_MIN", "MemoryDoc", "clean_block", "gate", "memory_id", "o
 
 SLUG_MAX = 60
 
+# A memory's review state: `new` as a night lands it, `kept` once a reviewer vouched for it
+# (`pipeline memories keep`). A dropped memory has no file; its `drop:` commit is its record.
+STATUSES = ("new", "kept")
+
 
 class MemoryDoc(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -45,9 +49,12 @@ class MemoryDoc(BaseModel):
     run: str
     batch: str
     gist: str = Field(default="", max_length=MAX_GIST_CHARS)
+    # Files written before the review state existed have neither field: they read as `new`.
+    status: Literal["new", "kept"] = "new"
+    kept: str | None = None  # when a reviewer kept it (UTC, ISO 8601): the export drops the least recent first
 
     def front_matter(self) -> dict[str, Any]:
-        return self.model_dump(exclude={"gist"})
+        return self.model_dump(exclude={"gist", "kept"} if self.kept is None else {"gist"})
 
 
 def normalise_claim(claim: str) -> str:

@@ -164,7 +164,8 @@ class MemoryItem:
     how: str  # memory (written tonight) | link (tonight's evidence added to an earlier memory)
     batch_id: str
     sessions_total: int
-    kept: bool  # False when the memory has been taken back since
+    in_corpus: bool  # False when the memory has been taken back since
+    status: str  # new | kept (a reviewer vouched for it) | dropped
     evidence: list[EvidenceView] = field(default_factory=list)
 
 
@@ -219,7 +220,8 @@ def review(db: str | Path, run_id: str, corpus: str | Path | None = None) -> Rev
                     memory_id=mid, kind=doc.kind if doc else cand.get("kind", ""),
                     claim=doc.claim if doc else dropped.get(mid, redacted(cand.get("claim", ""))),
                     gist=doc.gist if doc else "", how=landed["as"], batch_id=batch_id,
-                    sessions_total=len(doc.sessions) if doc else 0, kept=doc is not None,
+                    sessions_total=len(doc.sessions) if doc else 0, in_corpus=doc is not None,
+                    status=doc.status if doc else "dropped",
                     evidence=[evidence_view(con, e["sessionId"], e["quote"], known=known)
                               for e in cand.get("evidence", [])],
                 ))

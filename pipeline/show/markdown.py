@@ -30,6 +30,17 @@ def text(value: str | None) -> str:
     return _SPECIAL.sub(r"\\\1", (value or "").replace("\n", " "))
 
 
+# Of those, the characters that can start or end inline markup in CommonMark and GitHub's Markdown
+# (emphasis, code, links, raw HTML, entities, strikethrough, table cells, the escape itself).
+_INLINE = re.compile(r"([\\`*_\[\]<>&~|])")
+
+
+def inline(value: str | None) -> str:
+    """`value` as text inside a line that already began (a list item's words): rendered as exactly its
+    characters, with fewer escapes than `text` (for files a person or an agent reads raw)."""
+    return _INLINE.sub(r"\\\1", (value or "").replace("\n", " "))
+
+
 def _hits(text: str, hit: str | None) -> str:
     """Where the hit is in an item, by column (a fence cannot mark it, and no mark is added to data)."""
     if not hit or hit not in text:

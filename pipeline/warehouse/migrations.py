@@ -243,6 +243,14 @@ def _session_facts(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE sessions ADD COLUMN harness_versions VARCHAR[] DEFAULT []")
 
 
+@step("010_memory_status")
+def _memory_status(con: duckdb.DuckDBPyConnection) -> None:
+    # The review state of each memory, mirrored from its file's front matter: `new` as a night landed
+    # it, `kept` once a reviewer vouched for it (`pipeline memories keep`), and when that was.
+    con.execute("ALTER TABLE memories ADD COLUMN status VARCHAR DEFAULT 'new'")
+    con.execute("ALTER TABLE memories ADD COLUMN kept_at TIMESTAMPTZ")
+
+
 # -- applying the steps --------------------------------------------------------------------------------
 
 
