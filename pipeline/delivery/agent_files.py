@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from pipeline.console import shown
 from pipeline.corpus.git_corpus import Corpus
 from pipeline.delivery.memory_reads import Memory, in_project, memories_at_head, session_projects
 from pipeline.errors import UsageError
@@ -69,7 +70,8 @@ def render(memories: Sequence[Memory], *, fmt: Format, project: str | None, incl
         lines += [f"{level}# {KIND_TITLES[kind]}", ""]
         for m in sorted(group, key=lambda m: m.doc.id):
             mark = " (new, not yet reviewed)" if m.doc.status != "kept" else ""
-            lines.append(f"- {markdown.inline(redacted(m.doc.claim))}{mark} `{m.doc.id}`")
+            # control, bidi and zero-width characters as visible escapes, as on a terminal
+            lines.append(f"- {markdown.inline(shown(redacted(m.doc.claim)))}{mark} `{m.doc.id}`")
         lines.append("")
     if left_out:
         lines += [f"{left_out} more memor{'y' if left_out == 1 else 'ies'} left out (the least recently kept) to "

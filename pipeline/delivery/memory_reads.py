@@ -41,6 +41,8 @@ class Memory:
 def memories_at_head(repo: Corpus) -> list[Memory]:
     """Every memory file of the corpus's last commit (a file that does not parse is skipped: the
     render gate never lets one in, and a reader must keep serving)."""
+    if not (repo.git_dir / "HEAD").exists():  # no night has written a memory yet
+        return []
     out: list[Memory] = []
     for path, text in sorted(repo.files_at_head(memory_file.KINDS).items()):
         try:

@@ -35,10 +35,15 @@ def text(value: str | None) -> str:
 _INLINE = re.compile(r"([\\`*_\[\]<>&~|])")
 
 
+# What opens a block when it starts a line, even a list item's: a heading, a quote, a list, a rule.
+_BLOCK_START = re.compile(r"^(?:([#>+=-])|(\d+)([.)]))")
+
+
 def inline(value: str | None) -> str:
-    """`value` as text inside a line that already began (a list item's words): rendered as exactly its
-    characters, with fewer escapes than `text` (for files a person or an agent reads raw)."""
-    return _INLINE.sub(r"\\\1", (value or "").replace("\n", " "))
+    """`value` as the words of a line (a list item's): rendered as exactly its characters, with fewer
+    escapes than `text` (for files a person or an agent reads raw)."""
+    escaped = _INLINE.sub(r"\\\1", (value or "").replace("\n", " "))
+    return _BLOCK_START.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", escaped, count=1)
 
 
 def _hits(text: str, hit: str | None) -> str:
