@@ -180,7 +180,8 @@ def tool_list(db: str | Path | None = None, corpus: str | Path | None = None) ->
     """The tools as `tools/list` sends them, each with the context it costs an agent (JSON characters / 4)."""
     out = []
     for tool in build(db, corpus)._tool_manager.list_tools():
-        entry = {"name": tool.name, "description": tool.description, "inputSchema": tool.parameters}
+        entry = {"name": tool.name, "description": tool.description, "inputSchema": tool.parameters,
+                 "annotations": tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None}
         out.append({**entry, "estimatedTokens": -(-len(_json(entry)) // 4)})
     return out
 

@@ -417,6 +417,33 @@ def score(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText, *, 
     )
 
 
+# -- by repository ---------------------------------------------------------------------------------------
+def repository_of(paths: dict[str, str]) -> dict[str, str]:
+    """{session: repository}: the first folder under the folder all the sessions' files share (the
+    `<owner>__<repo>` folders of a labelled set), or the file's own folder when they share no more."""
+    if not paths:
+        return {}
+    folders = [os.path.dirname(p) for p in paths.values()]
+    root = os.path.commonpath(folders) if len(set(folders)) > 1 else os.path.dirname(folders[0])
+    out = {}
+    for sid, p in paths.items():
+        rel = os.path.relpath(p, root)
+        out[sid] = rel.split(os.sep)[0] if os.sep in rel else os.path.basename(root)
+    return out
+
+
+def score_by_repository(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText, *, engine: str,
+                        repository: dict[str, str]) -> dict[str, Score]:
+    """Each repository scored on its own reviewed sessions only: a rule written against the other
+    repositories is judged on this one (leave one repository out, for rules written by hand)."""
+    out: dict[str, Score] = {}
+    for repo in sorted(set(repository[s] for s in gold.reviewed if s in repository)):
+        sub = GoldSet(path=gold.path, reviewed=[s for s in gold.reviewed if repository.get(s) == repo],
+                      memories=gold.memories, commitments=gold.commitments, not_commitments=gold.not_commitments)
+        out[repo] = score(sub, proposals, line_text, engine=engine)
+    return out
+
+
 # -- one evaluation run ----------------------------------------------------------------------------------
 @dataclass
 class Evaluation:
@@ -430,6 +457,8 @@ class Evaluation:
     warnings: list[str]
     model: str | None = None
     base_url: str | None = None
+    by_repository: dict[str, Score] = field(default_factory=dict)
+    sessions_of: dict[str, int] = field(default_factory=dict)  # reviewed sessions per repository
 
     @property
     def failed(self) -> list[BatchResult]:
@@ -469,6 +498,11 @@ class Evaluation:
             "totals": totals(list(costs.values())),
             "report": str(self.report_path),
             "warnings": self.warnings,
+            "byRepository": {
+                repo: {"sessions": self.sessions_of.get(repo, 0), "memories": sc.memories.model_dump(),
+                       "commitments": sc.commitments.model_dump(), "falseCommitments": sc.falseCommitments}
+                for repo, sc in self.by_repository.items()
+            },
         }
 
 
@@ -545,6 +579,9 @@ def evaluate(
         lines = _Lines(con, gold)
         warnings = _check_gold_against(con, gold, lines)
         entries = tools.list_sessions(con, gold.reviewed)
+        paths = dict(con.execute("SELECT session_id, path FROM sessions WHERE session_id IN (SELECT unnest(?::VARCHAR[]))",
+                                 [gold.reviewed]).fetchall())
+    repository = repository_of(paths)
     consolidated = [e["sessionId"] for e in entries if e["newFromLine"] > 1]
     if consolidated:
         warnings.append(
@@ -574,6 +611,8 @@ def evaluate(
         score=score(gold, proposals, lines, engine=chosen), warnings=warnings,
         model=model or (models[0] if models else None),
         base_url=base_url or (os.environ.get("OPENAI_BASE_URL") or None if chosen == "openai" else None),
+        by_repository=score_by_repository(gold, proposals, lines, engine=chosen, repository=repository),
+        sessions_of={r: sum(1 for s in gold.reviewed if repository.get(s) == r) for r in set(repository.values())},
     )
     write_report(evaluation, model=evaluation.model, base_url=evaluation.base_url)
     return evaluation
@@ -605,6 +644,14 @@ def render_table(evaluation: Evaluation) -> str:
             f"{name:12} {f.proposed:>8} {f.matched:>8} {f.borderline_only:>15} {f.unmatched:>9} "
             f"{_fmt(f.precision):>9} {_fmt(f.recall):>7}   ({f.found} of {f.clear} {what} items found)"
         )
+    if len(evaluation.by_repository) > 1:
+        rows += ["", "by repository, each scored on its own sessions (memories P/R found, commitments P/R found):"]
+        width = max(len(r) for r in evaluation.by_repository)
+        for repo, sc in evaluation.by_repository.items():
+            m, c = sc.memories, sc.commitments
+            rows.append(f"  {repo:<{width}} {evaluation.sessions_of.get(repo, 0):>3} sessions   "
+                        f"memories {_fmt(m.precision):>4}/{_fmt(m.recall):>4} {m.found}/{m.clear} of {m.proposed:<3}  "
+                        f"commitments {_fmt(c.precision):>4}/{_fmt(c.recall):>4} {c.found}/{c.clear} of {c.proposed}")
     rows.append("")
     c = s.commitments
     rows.append(f"commitments whose `resolved` agrees with the gold item: {c.resolvedAgreed} of {c.resolvedScored}")

@@ -36,6 +36,8 @@ class Evaluation(Protocol):
     batches: list[BatchResult]
     score: Any
     warnings: list[str]
+    by_repository: dict[str, Any]
+    sessions_of: dict[str, int]
 
     @property
     def failed(self) -> Sequence[BatchResult]: ...
@@ -138,6 +140,17 @@ def render_markdown(evaluation: Evaluation, costs: list[BatchCost], *, model: st
     for name, f, what in (("memories", s.memories, scope), ("commitments", s.commitments, "clear")):
         lines.append(f"| {name} | {f.proposed} | {f.matched} | {f.borderline_only} | {f.unmatched} | "
                      f"{_f(f.precision)} | {_f(f.recall)} | {f.found} of {f.clear} {what} |")
+    if len(evaluation.by_repository) > 1:
+        lines += ["", "### By repository", "",
+                  "Each repository scored on its own reviewed sessions only: rules written against the others, "
+                  "judged on this one.", "",
+                  "| repository | sessions | memories P | memories R | found | commitments P | commitments R | found |",
+                  "|---|---:|---:|---:|---|---:|---:|---|"]
+        for repo, sc in evaluation.by_repository.items():
+            m, c = sc.memories, sc.commitments
+            lines.append(f"| {_one_line(repo)} | {evaluation.sessions_of.get(repo, 0)} | {_f(m.precision)} | "
+                         f"{_f(m.recall)} | {m.found} of {m.clear} | {_f(c.precision)} | {_f(c.recall)} | "
+                         f"{c.found} of {c.clear} |")
     lines += [
         "",
         f"Labelled non-promises proposed as commitments: {s.falseCommitments} of {s.notCommitments}.",
