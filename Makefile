@@ -87,7 +87,7 @@ bench: $(BYTECODE)
 # in the repository: REAL names the folder they were copied to. One scratch warehouse is ingested once
 # and removed; the artifact folders stay in a temporary folder each report names.
 REAL ?= ../shared/real-transcripts
-GOLD ?= bench/eval/real-dev.gold.jsonl bench/eval/real-dev-2.gold.jsonl
+GOLD ?= bench/eval/real-dev.gold.jsonl bench/eval/real-dev-2.gold.jsonl bench/eval/real-dev-3.gold.jsonl
 # The cache causes of the same transcripts, labelled from the raw lines (pipeline cache-eval).
 CAUSE_GOLD ?= bench/eval/cache-causes.gold.jsonl bench/eval/cache-causes-2.gold.jsonl
 
