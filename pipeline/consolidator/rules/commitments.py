@@ -9,7 +9,9 @@ naming an AI, `CLAUDE:`, `CODEX SAYS:`, `HANDSHAKE: Claude Code`, a one-letter l
 
 The phrase families (first-person future, hand-off, deferral, sequencing, offer, requirement,
 immediate) are in `pipeline.consolidator.rules.promise_phrases`, for English, Chinese, Japanese, Korean,
-German, French, Spanish and Russian. A sentence is a promise when it is not a question, an offer
+German, French, Spanish, Russian and Portuguese. A sentence that ends in a colon introduces what
+follows at once (narration) unless it names a later time; a tool call that puts a question to the
+user and waits (AskUserQuestion, ExitPlanMode) ends the turn as a user message does. A sentence is a promise when it is not a question, an offer
 (a contingency included: "if it still fails, tell me and I'll look"), a requirement ("we will
 want/need …") or a negation, and:
 
@@ -197,7 +199,8 @@ _EN_FIRST_PERSON = re.compile(
 _CONDITIONAL = re.compile(
     r"\b(?:if|unless|would|could|might|maybe|perhaps|probably|in case|suppose|supposing|whether)\b", re.IGNORECASE
 )
-_LATER = re.compile(r"\b(?:later|tomorrow|tonight|next (?:week|month|sprint|time|session))\b", re.IGNORECASE)
+_LATER = re.compile(r"\b(?:later|tomorrow|tonight|next (?:week|month|sprint|time|session))\b|稍后|稍後|明天|下次|後で|明日|나중에|내일",
+                    re.IGNORECASE)
 _ISO_DAY = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _FILLER = {"also", "just", "then", "still", "probably", "definitely", "personally", "myself", "quickly", "go", "try", "and"}
@@ -336,6 +339,8 @@ def _promise(sentence: str, previous: str | None, message: Message, speaker: str
     """The multilingual rules for one sentence (see the module docstring)."""
     if is_question(sentence) or pp.negated(sentence) or pp.is_requirement(sentence):
         return None
+    if sentence.rstrip(" *_").endswith((":", "：")) and not _LATER.search(sentence):
+        return None  # it introduces what follows at once ("Let me check when this pass runs:"): narration
     english = _english(sentence, message, speaker)
     if english is not None:
         return english
@@ -348,7 +353,10 @@ def _promise(sentence: str, previous: str | None, message: Message, speaker: str
     # Only the agent runs tools: a user's (or a relayed agent's) message always ends its part.
     ends_turn = speaker != "agent" or not turn.tools_after
     why = ""
-    if future is not None and pp.deferral(sentence[future.start():]) and not pp.immediate(sentence[future.start():]):
+    if future is not None and not pp.immediate(sentence[future.start():]) and (
+            pp.deferral(sentence[future.start():])
+            # "once X is finished, I'll …" while the turn goes on working is the plan being carried out
+            or (ends_turn and pp.after_done(sentence[:future.start()]))):
         why = "deferral"
     elif hand and ends_turn:
         why = "handoff"
@@ -619,10 +627,11 @@ def _later_in_project(
     return sorted(after, key=lambda m: (m.at, m.session_id, m.line_no))
 
 
-def _turns(said: Sequence[Message], calls: Sequence[int]) -> dict[int, _Turn]:
-    """For each message of one session: does a tool call follow it in its turn, is it the turn's last?"""
+def _turns(said: Sequence[Message], calls: Sequence[int], asks: Sequence[int] = ()) -> dict[int, _Turn]:
+    """For each message of one session: does a tool call follow it in its turn, is it the turn's last?
+    A call that asks the user and waits (`asks`) ends the turn as a user message does."""
     out: dict[int, _Turn] = {}
-    user_lines = [m.line_no for m in said if m.role == "user"]
+    user_lines = sorted([m.line_no for m in said if m.role == "user"] + list(asks))
     for i, m in enumerate(said):
         nxt_user = next((u for u in user_lines if u > m.line_no), 1 << 62)
         tools_after = bisect_right(calls, m.line_no) < len(calls) and calls[bisect_right(calls, m.line_no)] < nxt_user
@@ -637,12 +646,14 @@ def find_commitments(
     slugs: Mapping[str, str | None] | None = None,
     calls: Mapping[str, Sequence[int]] | None = None,
     edits: Mapping[str, Sequence[tuple[int, str]]] | None = None,
+    asks: Mapping[str, Sequence[int]] | None = None,
 ) -> list[CommitmentFinding]:
     """Promises in user and agent text, in transcript order (see the module docstring).
 
     `calls` gives each session's tool-call line numbers (sorted); without it no turn has tool calls.
     `edits` gives each session's file writes as (tool-call line, path), sorted; without it no promise
-    is seen kept by a tool call.
+    is seen kept by a tool call. `asks` gives the lines of calls that put a question to the user and wait
+    for the answer: each ends a turn.
     """
     new_from = new_from_line or {}
     by_session: dict[str, list[Message]] = {}
@@ -661,7 +672,7 @@ def find_commitments(
     found: list[CommitmentFinding] = []
     seen_promises: set[tuple[str, str, str]] = set()
     for sid, said in by_session.items():
-        turns = _turns(said, sorted((calls or {}).get(sid, ())))
+        turns = _turns(said, sorted((calls or {}).get(sid, ())), sorted((asks or {}).get(sid, ())))
         for i, message in enumerate(said):
             if (sid, message.line_no) in replayed:
                 continue  # still a turn boundary above, but its words were read where they were first said

@@ -56,6 +56,9 @@ class BatchText:
     parents: dict[str, str | None] = field(default_factory=dict)
 
 
+# Tools whose call asks the user and waits for the answer (Claude Code's, Codex's): the turn ends there.
+ASKS_THE_USER = frozenset({"AskUserQuestion", "ExitPlanMode", "request_user_input"})
+
 def _has_column(con: duckdb.DuckDBPyConnection, view: str, column: str) -> bool:
     rows = con.execute(
         "SELECT 1 FROM information_schema.columns WHERE table_name = ? AND column_name = ?", [view, column]
@@ -177,14 +180,18 @@ def build_answer(
     routines = find_routines(runs, order, slugs, new_from_line, roots)
     calls: dict[str, list[int]] = {}
     edits: dict[str, list[tuple[int, str]]] = {}  # the files each session's calls wrote (a kept promise shows there)
+    asks: dict[str, list[int]] = {}  # calls that put a question or a plan to the user and wait: a turn ends there
     for run in runs:
-        if run.call_line is not None:
+        if run.call_line is not None and (run.name or "") in ASKS_THE_USER:
+            asks.setdefault(run.session_id, []).append(run.call_line)
+        elif run.call_line is not None:
             calls.setdefault(run.session_id, []).append(run.call_line)
             if not run.is_error and run.exit_code in (None, 0):
                 for path in sh.written_files(run.name or "", run.tool_input):
                     edits.setdefault(run.session_id, []).append((run.call_line, path))
     commitments = find_commitments(
-        messages, new_from_line, slugs, {s: sorted(v) for s, v in calls.items()}, {s: sorted(v) for s, v in edits.items()}
+        messages, new_from_line, slugs, {s: sorted(v) for s, v in calls.items()}, {s: sorted(v) for s, v in edits.items()},
+        asks,
     )
     candidates = [pattern_candidate(p, slugs, names) for p in patterns] + [routine_candidate(r, names) for r in routines]
     return {

@@ -1,10 +1,10 @@
-"""How people say they will do something, in eight languages: the phrase families the commitment rules use.
+"""How people say they will do something, in nine languages: the phrase families the commitment rules use.
 
 Each family is a grammar pattern, not a list of sentences. For every language (English, Chinese,
-Japanese, Korean, German, French, Spanish, Russian) the module knows:
+Japanese, Korean, German, French, Spanish, Russian, Portuguese) the module knows:
 
 * **first-person future**: the forms that put the speaker's own work in the future ("I'll", "I will",
-  "I'm going to", "we'll"; 我会/我來/我就/我再; 〜します/〜しておきます; -ㄹ게요/-겠습니다; "ich werde" and the
+  "I'm going to", "we'll", chat's "ill" before a verb of doing; "vou …", the future in -rei; 我会/我來/我就/我再; 〜します/〜しておきます; -ㄹ게요/-겠습니다; "ich werde" and the
   verb-second inversion after "dann/danach/sobald …," ("Danach entferne ich …"); "je vais", the future
   in -rai; "voy a", the future in -ré; a perfective first-person verb, with or without я);
 * **hand-off**: the speaker's future made conditional on the other party's *action*: a condition on
@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "after_done",
     "deferral",
     "first_person_future",
     "handoff",
@@ -52,17 +53,26 @@ _A = "['’]"
 _I = re.IGNORECASE
 
 # -- first-person future ---------------------------------------------------------------------------
+# "ill" for "I'll" (chat without the apostrophe or the capital) only before a verb of doing: "ill"
+# is also the adjective ("I was ill").
+INFORMAL_ILL = (r"(?:\b[Ii]ll|\bIm gonna|\bim gonna|\bI(?:m| am) gonna)\s+(?=(?:do|fix|add|check|look|try|send|"
+                r"update|write|make|get|push|run|test|finish|handle|take|clean|merge|commit|review|ping|post|"
+                r"set|change|move|rename|remove|delete|deploy|ship|build|open|file|follow|circle|come|report|share|"
+                r"upload|rerun|restart|redo|revisit|investigate|dig|sort|wire|hook|write|draft|prepare)\b)")
 _EN_FUTURE = re.compile(
     rf"\b(?:I{_A}ll|I will|I shall|I am going to|I{_A}m going to|[Ww]e{_A}ll|[Ww]e will|[Ww]e are going to|"
-    rf"[Ww]e{_A}re going to|[Ll]et me)\b"
+    rf"[Ww]e{_A}re going to|[Ll]et me)\b|{INFORMAL_ILL}"
 )
-_ZH_FUTURE = re.compile(r"我(?:们|們)?(?:会|會|将|將|来|來|就|再|去|马上|馬上|稍后|稍後|之后|之後|晚点|晚點|回头|回頭|这就|這就)")
+_ZH_FUTURE = re.compile(
+    r"我(?:们|們)?(?:下一条|下一條|下一步|下次|明天|晚些|等下|等一下|待会|待會|回头|回頭)?"
+    r"(?:会|會|将|將|来|來|就|再|去|马上|馬上|稍后|稍後|之后|之後|晚点|晚點|回头|回頭|这就|這就)"
+)
+_JA_DOING = (r"(?:し|やり|送り|直し|入れ|作り|書き|調べ|試し|見|進め|まとめ|対応し|確認し|修正し|追加し|更新し|実装し|"
+             r"反映し|削除し|作成し|実施し|実行し|設定し|用意し|再開し|共有し|報告し|連絡し)")
 _JA_FUTURE = re.compile(
-    r"(?:(?:私|僕|わたし|こちら)(?:が|で|の方で|は)[^。！？]*?)?"
-    r"(?:し|やり|送り|直し|入れ|作り|書き|調べ|試し|見|進め|まとめ|対応し|確認し|修正し|追加し|更新し|実装し|反映し|削除し|作成し)"
-    r"(?:ます|ておきます|ておく|ましょう)(?![かし])"
+    r"(?:(?:私|僕|わたし|こちら)(?:が|で|の方で|は)[^。！？]*?)?" + _JA_DOING + r"(?:ます|ておきます|ておく|ましょう)(?![かし])"
 )
-_KO_FUTURE = re.compile(r"[가-힣](?:게요|게|겠습니다|겠어요)(?=[\s.!,]|$)")
+_KO_FUTURE = re.compile(r"[가-힣](?:게요|게|겠습니다|겠어요)(?=[\s.!,]|$)|(?:해|어|아|여)\s?드(?:립니다|릴게요|리겠습니다)")
 _DE_FUTURE = re.compile(
     r"\b(?:ich werde|wir werden|ich kümmere mich|ich melde mich)\b"
     r"|\b(?!(?:habe|hätte|könnte|würde|möchte|sollte|müsste|dürfte|wäre|bitte|danke|gerne)\b)[a-zäöüß]{3,}e\s+ich\b"
@@ -84,7 +94,12 @@ _RU_FUTURE = re.compile(
     r"(?:по|при|пере|пред|до|за|на|об|от|вы|раз|рас|про|под|с|у|о)[а-яё]{2,}(?:ю|у)\b",
     _I,
 )
-_FUTURES = (_EN_FUTURE, _ZH_FUTURE, _JA_FUTURE, _KO_FUTURE, _DE_FUTURE, _FR_FUTURE, _ES_FUTURE, _RU_FUTURE)
+_PT_FUTURE = re.compile(
+    r"\b(?:vou|vamos|irei|iremos)\s+(?!embora\b)[a-záéíóúâêôãõç]+(?:ar|er|ir)\b|\b(?:eu\s+)?[a-záéíóúâêôãõç]{3,}(?:arei|erei|irei)\b"
+    r"|\b(?:te|lhe|vos) (?:aviso|envio|mando|passo)\b",
+    _I,
+)
+_FUTURES = (_EN_FUTURE, _ZH_FUTURE, _JA_FUTURE, _KO_FUTURE, _DE_FUTURE, _FR_FUTURE, _ES_FUTURE, _RU_FUTURE, _PT_FUTURE)
 
 
 def first_person_future(sentence: str) -> re.Match[str] | None:
@@ -124,6 +139,7 @@ _OFFER = re.compile(
     r"\bsi (?:tu|vous) (?:veux|voulez|le souhaites|le souhaitez|souhaites|souhaitez|préfères|préférez)\b|"
     r"\bsouhaites-tu\b|\bsouhaitez-vous\b|\bveux-tu\b|\bvoulez-vous\b|\bje peux\b|\bje suis prêt\b|"
     r"\bsi (?:quieres|prefieres|lo deseas|lo prefieres|necesitas)\b|\bquieres que\b|\bpuedo\b|"
+    r"\bse (?:você|voce|tu) (?:quiser|preferir|precisar)\b|\bquer que eu\b|\bposso\b|\bpodemos\b|"
     r"\b(?:если|когда) (?:хочешь|хотите|захочешь|захотите|нужно|нужна|нужен|нужны|надо|понадобится)\b|"
     r"\bмогу\b|\bхочешь,? (?:я|чтобы)\b|\bхотите,? (?:я|чтобы)\b|"
     # an opinion or a recommendation is not work promised
@@ -196,18 +212,18 @@ _DEFERRAL = re.compile(
     rf"(?:the |this |it |we |they |staging |CI |[A-Za-z_./-]+ )[^,;.]*?\b(?:lands?|merged?|merges|ships?|is deployed|"
     rf"(?:is |are )?released|passes|is done|are done|finish(?:es)?|close[sd]?|runs?|(?:is |are )?ready|is up|"
     rf"wrap(?:s)? up|out)\b|\d{{4}}-\d{{2}}-\d{{2}})\b"
-    r"|稍后|稍後|之后再|之後再|以后|以後|回头|回頭|明天|下次|晚点|晚點|后续|後續|"
+    r"|稍后|稍後|之后再|之後再|以后|以後|回头|回頭|明天|下次|下一条|下一條|晚点|晚點|后续|後續|"
     r"後で|あとで|次回|明日|後ほど|のちほど|"
     r"나중에|다음에|내일|다음 세션|"
     r"\b(?:später|morgen|beim nächsten mal|nächste woche|im nächsten schritt)\b|"
     r"\b(?:plus tard|demain|la prochaine fois|prochaine session)\b|"
-    r"\b(?:más tarde|mañana|la próxima vez)\b|"
+    r"\b(?:más tarde|mañana|la próxima vez)\b|\b(?:mais tarde|amanhã|depois|na próxima vez|da próxima vez)\b|"
     r"\b(?:потом|позже|позднее|завтра|в следующий раз)\b",
     _I,
 )
 _SEQUENCING = re.compile(
     r"\b(?:then|after that|afterwards|next)\b|然后|然後|之后|之後|接着|接著|それから|その後|그다음|그 다음|그러면|"
-    r"\b(?:dann|danach|anschließend|als nächstes)\b|\b(?:ensuite|puis|après)\b|\b(?:luego|después)\b|"
+    r"\b(?:dann|danach|anschließend|als nächstes)\b|\b(?:ensuite|puis|après)\b|\b(?:luego|después)\b|\b(?:em seguida|depois disso)\b|"
     r"\b(?:затем|после этого|дальше|далее)\b",
     _I,
 )
@@ -216,6 +232,20 @@ _SEQUENCING = re.compile(
 def deferral(text: str) -> bool:
     """The work is put beyond the current turn (see the module docstring)."""
     return bool(_DEFERRAL.search(text))
+
+
+# A condition that something still to come is finished, before the speaker's own part: "Chunk 3 完成后我会…",
+# "ビルドが終わったら…します", "완료되면 …겠습니다" (the English "once X lands, I'll" is in `_DEFERRAL`).
+_AFTER_DONE = re.compile(
+    r"(?:完成|结束|結束|做完|跑完|弄完|搞定|处理完|處理完)(?:后|後|之后|之後|以后|以後|了?再)"
+    r"|(?:完了|終了|終わっ|済ん|完成し)(?:たら|た後|てから)"
+    r"|(?:완료되|끝나|마치|마무리되)(?:면|고 나면|는 대로)"
+)
+
+
+def after_done(text: str) -> bool:
+    """The text puts the work after something still to come is finished (see `_AFTER_DONE`)."""
+    return bool(_AFTER_DONE.search(text))
 
 
 def sequencing(text: str) -> bool:
@@ -243,9 +273,11 @@ _HANDOFF = re.compile(
     r"|(?:跟我说|跟我說|告诉我|告訴我|发给我|發給我|贴给我|貼給我|给我|給我|通知我)[^。！？?\n]{0,30}?(?:我就|我再|我来|我來|我会|我會)"
     r"|等你[^。！？?\n]{0,40}?(?:我再|我就|我来|我來)"
     # Japanese: 〜たら / 〜れば / 〜次第 (the other party acts) … the speaker's part
-    r"|(?:たら|れば|次第|いただければ|もらえれば|くだされば)[、,]?[^。！？]{0,60}?(?:[一-龥ぁ-ん]{0,8}?(?:します|ます)|しておきます)(?![かしせ])"
+    # (the speaker's part is a verb of doing: "…れば地図が育ちます" says what will happen, not who acts)
+    r"|(?:たら|れば|次第|いただければ|もらえれば|くだされば)[、,]?[^。！？]{0,160}?[一-龥]{0,6}" + _JA_DOING
+    + r"(?:ます|ておきます)(?![かしせ])"
     # Korean: …주시면/하시면/되면 … -ㄹ게요/-겠습니다
-    r"|(?:주시면|주면|하시면|되면|끝나면|완료되면|알려주시면|보내주시면)[^.?!\n]{0,60}?(?:게요|겠습니다)"
+    r"|(?:주시면|주면|하시면|되면|끝나면|완료되면|알려주시면|보내주시면)[^.?!\n]{0,80}?(?:게요|겠습니다|드립니다)"
     # German: sobald/wenn/nachdem du …, <verb> ich
     r"|\b(?:sobald|wenn|nachdem|falls)\s+(?:du|ihr|Sie)\b(?![^,]*\b(?:möchtest|willst|magst|wünschst|möchten|wollen)\b)"
     r"[^,.?!]*,\s*[a-zäöüß]+e?\s+ich\b"
@@ -255,6 +287,9 @@ _HANDOFF = re.compile(
     # Spanish: cuando / en cuanto / una vez que (me) …, …
     r"|\b(?:cuando|en cuanto|una vez que|si)\s+(?:me\s+)?(?!quieres|prefieres|deseas|necesitas)[a-záéíóúñ]+(?:es|as)\b"
     r"[^.?!]*?,\s*(?:te|lo|la|yo)?\s*[a-záéíóúñ]+(?:aré|eré|iré)\b"
+    # Portuguese: quando / assim que / depois que você …, (eu) vou … | …rei
+    r"|\b(?:quando|assim que|depois que|logo que|se)\s+(?:você|voce|tu)\b(?!\s+(?:quiser|preferir|precisar))[^.?!]*?,\s*"
+    r"(?:eu\s+)?(?:vou|vamos|[a-záéíóúâêôãõç]+(?:arei|erei|irei))\b"
     # Russian: когда/как только/если ты|вы …, я …; an imperative, then я + verb
     r"|\b(?:когда|как только|если|после того как)\s+(?:ты|вы)\b(?![^,]*\b(?:хочешь|хотите|нужно)\b)[^,.?!]*,\s*(?:я\s+)?[а-яё]+(?:ю|у)\b"
     r"|(?:^|[\s(«\"→:—–-])(?:[а-яё]{3,}(?:ите|йте|ьте)|дай|скажи|скинь|пришли|укажи|напиши|отправь|покажи|"
@@ -290,9 +325,15 @@ _APPROVAL = re.compile(
 
 def handoff(sentence: str) -> bool:
     """The speaker's part waits on an action of the other party, in the sentence itself (a go-ahead
-    or a choice the other party is to make is not such an action)."""
+    or a choice the other party is to make is not such an action). Only the condition is read for a
+    go-ahead: the speaker's own part may well say it will check or confirm something ("…を通せれば、
+    こちらで動作確認まで進めます")."""
     match = _HANDOFF.search(sentence)
-    return match is not None and not _APPROVAL.search(sentence[: match.end()])
+    if match is None:
+        return False
+    own = [m.start() for p in _FUTURES if (m := p.search(sentence, match.start())) and m.start() > match.start()]
+    condition_end = min(own) if own else match.end()
+    return not _APPROVAL.search(sentence[:condition_end])
 
 
 def requests_action(sentence: str) -> bool:

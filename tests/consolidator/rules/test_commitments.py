@@ -221,3 +221,55 @@ def test_the_same_promise_said_twice_in_a_session_is_one() -> None:
     prompt = "I'll rotate the staging keys myself tomorrow."
     said = [Message("s1", 1, "user", prompt, is_prompt=True), Message("s1", 5, "user", prompt, is_prompt=True)]
     assert [f.line_no for f in find_commitments(said)] == [1]
+
+
+# -- promises in the forms the third batch of real transcripts showed (sentences written for the test) --
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Japanese: the other party's part, then the speaker's, however long the commands between them,
+        # and even when the speaker's own part will check something (確認 is not a go-ahead here)
+        "そちらで `sudo systemctl restart docker` と `sudo usermod -aG docker $USER` を通せれば、こちらで再度ビルドして動作確認まで進めます。",
+        # Korean: the humble present of a service promised after a request
+        "저장소 주소를 알려주시면 `git remote add` 와 첫 푸시까지 설정해 드립니다.",
+        # Portuguese
+        "Quando você me mandar o arquivo de configuração, vou ajustar o deploy.",
+    ],
+)
+def test_hand_offs_in_the_forms_real_transcripts_use(text: str) -> None:
+    assert [who for who, _ in found(text)] == ["agent"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "我下一条就把完整的配置文件发给你。",  # the next message is beyond this turn
+        "迁移脚本完成后我会停下来让你检查结果。",  # after something still to come is finished
+        "Vou revisar os testes amanhã.",  # Portuguese, tomorrow
+        "ok ill fix the flaky test tomorrow",  # informal English: "ill" for "I'll"
+    ],
+)
+def test_deferrals_in_the_forms_real_transcripts_use(text: str) -> None:
+    assert found(text) != []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Let me check when this pass runs:",  # a colon: what follows is the work itself
+        "我来逐层分析一下这个流程：",
+        "再起動したら地図が育ちます。",  # says what will happen, nobody promises anything
+        "I was ill yesterday, sorry for the delay.",  # "ill" the adjective
+        "Se você quiser, posso adicionar mais exemplos.",  # a Portuguese offer
+    ],
+)
+def test_introductions_forecasts_and_offers_are_not_promises(text: str) -> None:
+    assert found(text) == []
+
+
+def test_a_call_that_asks_the_user_ends_the_turn() -> None:
+    said = [Message("s1", 1, "user", "Plan the migration.", is_prompt=True),
+            Message("s1", 3, "assistant", "等你处理完当前改动后告诉我，我就开始执行第一阶段。")]
+    # the question tool at line 4, then the work at line 6 once the user answered through it
+    assert find_commitments(said, calls={"s1": [6]}, asks={"s1": [4]})
+    assert find_commitments(said, calls={"s1": [4, 6]}) == []
