@@ -206,7 +206,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
             for t in entries:
                 due = f" (due {t['dueHint']}{', overdue' if t['overdue'] else ''})" if t["dueHint"] else ""
-                sys.stdout.write(f"{t['id']}  {t['status']:<9} {t['actor']:<5} {shown(t['statement'])}{due}\n")
+                where = f"  [{shown(t['project'])}]" if t.get("project") else ""
+                sys.stdout.write(f"{t['id']}  {t['status']:<9} {t['actor']:<5} {shown(t['statement'])}{due}{where}\n")
             sys.stderr.write(f"{len(entries)} tasks\n")
         return 0
     if not args.task_id:

@@ -33,7 +33,7 @@ import pyarrow as pa
 from pipeline import config
 from pipeline.consolidator import artifact
 from pipeline.consolidator.batch_secrets import scan_warehouse
-from pipeline.consolidator.contract import Answer, Candidate, Commitment, check_answer, written_text
+from pipeline.consolidator.contract import Answer, Candidate, Commitment, check_answer, one_line, written_text
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.corpus import dedupe, memory_file, tasks
 from pipeline.corpus.git_corpus import Corpus
@@ -263,21 +263,44 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         crash_point("apply:memory-committed")
 
 
+CONTEXT_CHARS = 240  # of what was said before a promise, kept with its task
+
+
 def _locator(con: duckdb.DuckDBPyConnection, known: SecretSet | None = None) -> tasks.Locate:
     quotes = WarehouseQuotes(con, known)
 
-    def locate(session_id: str, quote: str) -> tuple[int | None, str | None]:
+    def locate(session_id: str, quote: str) -> tasks.Where:
+        slug = con.execute("SELECT slug FROM sessions WHERE session_id = ?", [session_id]).fetchall()
+        project = slug[0][0] if slug else None
         found = quotes.lines_with(session_id, quote, 1)
         if not found:
-            return None, None
+            return tasks.Where(project=project)
         row = con.execute(
             "SELECT coalesce(json_extract_string(text, '$.timestamp'), json_extract_string(text, '$.created_at')) "
             "FROM lines WHERE session_id = ? AND line_no = ? AND json_valid(text)",
             [session_id, found[0]],
         ).fetchall()
-        return found[0], (row[0][0] if row else None)
+        return tasks.Where(found[0], row[0][0] if row else None, project, _context(con, session_id, found[0], quote))
 
     return locate
+
+
+def _context(con: duckdb.DuckDBPyConnection, session_id: str, line_no: int, quote: str) -> str | None:
+    """What was said just before a promise: the words before it in its own message, else the last words
+    of the message before (a user's request, or the agent's report the promise follows)."""
+    said = con.execute(
+        "SELECT line_no, text FROM messages WHERE session_id = ? AND line_no <= ? AND role IN ('user', 'assistant') "
+        "AND text IS NOT NULL ORDER BY line_no DESC LIMIT 2",
+        [session_id, line_no],
+    ).fetchall()
+    own = next((t for n, t in said if n == line_no), None)
+    before = own[: own.find(quote)] if own and quote in own else ""
+    if not one_line(before) or len(one_line(before)) < 12:
+        before = next((t for n, t in said if n < line_no), "") or ""
+    text = one_line(before)
+    if not text:
+        return None
+    return text if len(text) <= CONTEXT_CHARS else "…" + text[-(CONTEXT_CHARS - 1):]
 
 
 def _safe_commitments(commitments: list[Commitment], result: ApplyResult, known: SecretSet) -> list[Commitment]:
@@ -357,7 +380,7 @@ def mirror_corpus(con: duckdb.DuckDBPyConnection, corpus: Corpus) -> None:
     con.execute("DELETE FROM tasks")
     _insert(con, "tasks", [tasks.as_row(p, d, corpus.root) for p, d in tasks.load_all(corpus.root)],
             ["task_id", "path", "status", "statement", "actor", "due_hint", "session_id", "confidence",
-             "created_at", "closed_at"])
+             "created_at", "closed_at", "project"])
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]], cols: list[str],

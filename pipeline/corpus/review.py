@@ -39,14 +39,15 @@ def list_tasks(*, db: str | Path | None = None, include_closed: bool = False,
     with warehouse.reading(db) as con:
         rows = warehouse.frame(
             con,
-            "SELECT task_id, status, statement, actor, due_hint, session_id, confidence, created_at, closed_at, path "
+            "SELECT task_id, status, statement, actor, due_hint, session_id, confidence, created_at, closed_at, path, "
+            "project "
             "FROM tasks WHERE ? OR status IN ('proposed', 'confirmed') ORDER BY status, created_at, task_id",
             [include_closed],
         )
     return [
         {"id": r["task_id"], "status": r["status"], "statement": r["statement"], "actor": r["actor"],
          "dueHint": r["due_hint"], "overdue": tasks.is_overdue(r["due_hint"], r["status"], today),
-         "session": r["session_id"], "confidence": r["confidence"],
+         "session": r["session_id"], "project": r["project"], "confidence": r["confidence"],
          "created": r["created_at"].date().isoformat() if r["created_at"] else None, "path": r["path"]}
         for r in rows.iter_rows(named=True)
     ]

@@ -53,6 +53,8 @@ class TaskDoc(BaseModel):
     closed: str | None = None
     line: int | None = None  # where the evidence is in its session
     said: str | None = None  # when that line was written (ISO 8601), to read "tomorrow" against
+    project: str | None = None  # the project (slug) of the session the promise was made in
+    context: str | None = None  # what was said just before the promise: what it is about
 
 
 def is_overdue(due_hint: str | None, status: str, today: dt.date) -> bool:
@@ -118,8 +120,17 @@ def _matches(c: Commitment, doc: TaskDoc) -> bool:
     return (doc.session == ev.sessionId and doc.evidence == ev.quote) or dedupe.is_duplicate(c.statement, doc.statement)
 
 
-# Where a quote sits in its session: (line number, ISO time of that line), each None when unknown.
-Locate = Callable[[str, str], tuple[int | None, str | None]]
+@dataclass(frozen=True)
+class Where:
+    """Where a quote sits in its session; each field None when unknown."""
+
+    line: int | None = None
+    said: str | None = None  # ISO time of that line
+    project: str | None = None  # the session's project slug
+    context: str | None = None  # what was said just before the quote (its message, else the one before)
+
+
+Locate = Callable[[str, str], Where]
 
 
 def plan(commitments: list[Commitment], existing: list[tuple[Path, TaskDoc]], created: str,
@@ -151,14 +162,15 @@ def _new_doc(c: Commitment, created: str, status: str, locate: Locate | None = N
              known: SecretSet | None = None) -> TaskDoc:
     ev = c.evidence[0]
     quote = redact(ev.quote, known)
-    line, said = locate(ev.sessionId, ev.quote) if locate else (None, None)
+    where = locate(ev.sessionId, ev.quote) if locate else Where()
     # Whichever engine wrote it, a statement lands without the leftovers of the sentence it was cut from.
     statement = tidy_statement(c.statement) or c.statement
     return TaskDoc(
         id=task_id(statement), status=status, statement=redact(statement, known).text, actor=c.actor,
         dueHint=c.dueHint, session=ev.sessionId, evidence=quote.text, evidenceRedacted=quote.changed,
         confidence=c.confidence, created=created, closed=created if status == "done" else None,
-        line=line, said=said,
+        line=where.line, said=where.said, project=where.project,
+        context=redact(where.context, known).text if where.context else None,
     )
 
 
@@ -166,5 +178,5 @@ def as_row(path: Path, doc: TaskDoc, root: Path) -> dict[str, Any]:
     return {
         "task_id": doc.id, "path": str(path.relative_to(root)), "status": doc.status, "statement": doc.statement,
         "actor": doc.actor, "due_hint": doc.dueHint, "session_id": doc.session, "confidence": doc.confidence,
-        "created_at": doc.created, "closed_at": doc.closed,
+        "created_at": doc.created, "closed_at": doc.closed, "project": doc.project,
     }

@@ -243,12 +243,14 @@ def _session_facts(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE sessions ADD COLUMN harness_versions VARCHAR[] DEFAULT []")
 
 
-@step("010_memory_status")
+@step("010_review_state")
 def _memory_status(con: duckdb.DuckDBPyConnection) -> None:
     # The review state of each memory, mirrored from its file's front matter: `new` as a night landed
     # it, `kept` once a reviewer vouched for it (`pipeline memories keep`), and when that was.
     con.execute("ALTER TABLE memories ADD COLUMN status VARCHAR DEFAULT 'new'")
     con.execute("ALTER TABLE memories ADD COLUMN kept_at TIMESTAMPTZ")
+    # and the project each task was promised in
+    con.execute("ALTER TABLE tasks ADD COLUMN project VARCHAR")
 
 
 # -- applying the steps --------------------------------------------------------------------------------

@@ -48,8 +48,16 @@ def test_proposed_and_dropped(env) -> None:
     # Where and when it was said, so that "tomorrow" or a due date can be read against it.
     doc = tasks.parse(text)
     assert doc.line == ROTATE["line"] and doc.said is not None and doc.said.startswith("2026-")
+    # Its project, and what was said just before it: a reviewer knows what the promise is about.
+    with db.reading(wh) as con:
+        slug, before = con.execute(
+            "SELECT s.slug, m.text FROM sessions s JOIN messages m USING (session_id) WHERE s.session_id = ? "
+            "AND m.line_no <= ? AND m.role IN ('user', 'assistant') AND m.text IS NOT NULL ORDER BY m.line_no DESC LIMIT 1",
+            [ROTATE["sessionId"], ROTATE["line"]]).fetchone()
+    assert doc.project == slug and slug
+    assert doc.context and doc.context.lstrip("…") in " ".join(before.split())
     listed = review.list_tasks(db=wh)
-    assert [(t["status"], t["actor"], t["dueHint"]) for t in listed] == [("proposed", "user", "2026-11-20")]
+    assert [(t["status"], t["actor"], t["dueHint"], t["project"]) for t in listed] == [("proposed", "user", "2026-11-20", slug)]
 
 
 def test_floor_is_configurable(env) -> None:
