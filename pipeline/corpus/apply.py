@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from pipeline.consolidator import artifact
 from pipeline.consolidator.batch_secrets import scan_warehouse
 from pipeline.consolidator.contract import Answer, Candidate, Commitment, check_answer, one_line, written_text
 from pipeline.consolidator.quotes import WarehouseQuotes
+from pipeline.corpus import about as about_mod
 from pipeline.corpus import dedupe, memory_file, tasks
 from pipeline.corpus.git_corpus import Corpus
 from pipeline.errors import UsageError
@@ -143,7 +145,7 @@ def apply(artifact_dir: str | Path, *, db: str | Path | None = None, corpus: str
 
         if answer is not None:
             repo.ensure()
-            _land_candidates(repo, art, answer.candidates, result, known)
+            _land_candidates(repo, art, answer.candidates, result, known, _projects(con))
             _land_tasks(repo, art, answer, result, confidence_floor, _locator(con, known), known)
             touched = set(art.art.touched_session_ids())
             named = [s for s in dict.fromkeys(answer.readSessionIds) if s in art.session_ids]
@@ -185,8 +187,34 @@ def _refuse(result: ApplyResult, i: int, claim: str, sessions: list[str], proble
     result.candidates_refused.append({"candidate": i, "claim": claim, "problems": problems, "sessions": sessions})
 
 
+Projects = Callable[[Iterable[str]], frozenset[str]]
+
+
+def _projects(con: duckdb.DuckDBPyConnection) -> Projects:
+    """The projects (slugs) of some sessions, looked up once each."""
+    seen: dict[str, str | None] = {}
+
+    def of(sessions: Iterable[str]) -> frozenset[str]:
+        wanted = [s for s in dict.fromkeys(sessions) if s not in seen]
+        if wanted:
+            found = dict(con.execute("SELECT session_id, slug FROM sessions WHERE session_id IN (SELECT unnest(?::VARCHAR[]))",
+                                     [wanted]).fetchall())
+            seen.update({s: found.get(s) for s in wanted})
+        return frozenset(p for s in sessions if (p := seen.get(s)))
+
+    return of
+
+
+def _no_projects(sessions: Iterable[str]) -> frozenset[str]:
+    return frozenset()
+
+
+def _about_doc(doc: memory_file.MemoryDoc, projects: Projects) -> about_mod.About:
+    return about_mod.about(doc.kind, doc.claim, doc.entities, projects(doc.sessions))
+
+
 def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candidate], result: ApplyResult,
-                     known: SecretSet) -> None:
+                     known: SecretSet, projects: Projects | None = None) -> None:
     commits = corpus.commits()
     # What an interrupted apply of this artifact already committed: reported again, not committed twice.
     done = {c.trailers.get("Candidate"): c for c in commits if c.trailers.get("Artifact") == art.artifact_id}
@@ -225,10 +253,17 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
                 f"{was_dropped.why}"])
             continue
         trailers = {"Artifact": art.artifact_id, "Candidate": str(i)}
+        # The same memory is the same thing (corpus.about): a claim that reads alike but names another
+        # program, error, setting or repository is a memory of its own, never a link.
+        this = about_mod.about(cand.kind, claim, entities, (projects or _no_projects)(sessions))
+        fits = {p: d for p, d in existing.items() if about_mod.compatible(this, _about_doc(d, projects or _no_projects))}
         same = next((p for p, d in existing.items() if d.id == mid), None)
         if same is None:
-            match = dedupe.best_match(claim, [(str(p), d.claim) for p, d in existing.items()])
+            match = dedupe.best_match(claim, [(str(p), d.claim) for p, d in fits.items()])
             same = Path(match[0]) if match else None
+        if same is None:
+            same = next((p for p, d in fits.items() if about_mod.same_thing(this, _about_doc(d, projects or _no_projects))),
+                        None)
         if same is not None:
             doc = existing[same]
             doc = doc.model_copy(update={"sessions": sorted(set(doc.sessions) | set(sessions))})
