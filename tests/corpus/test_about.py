@@ -33,7 +33,7 @@ def test_never_one_memory_across_programs_errors_or_a_repository(p1: str, p2: st
     assert ab.compatible(a, b) == ab.compatible(b, a)
     if p1 != p2 or (not routine and e1 != e2) or (routine and j1 != j2):
         assert not ab.compatible(a, b) and not ab.same_thing(a, b)
-    if p1 == p2 and (routine and j1 == j2 or not routine and e1 == e2):
+    if p1 == p2 and ((routine and j1 == j2) or (not routine and e1 == e2)):
         assert ab.same_thing(a, b)  # however the claim is worded
     assert not ab.compatible(a, finding("procedural", p1, e1, j1, routine=routine))
 

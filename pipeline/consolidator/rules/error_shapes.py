@@ -493,6 +493,16 @@ def _what_worked(w: Workaround) -> str:
     return f"The next `{what}` that worked was on {where}."
 
 
+def _remedy(w: Workaround) -> str | None:
+    """What to do, from the command that worked next (None when it says nothing a person can act on)."""
+    what = _clip(sh.summary(w.run.name or "", w.run.tool_input), 80)
+    if w.how == "added" and w.added:
+        return "run it again with " + ", ".join(f"`{_clip(a, 60)}`" for a in w.added[:3]) + " (that worked next)"
+    if w.how in ("same target", "same program") and what:
+        return f"`{what}` worked next instead"
+    return None
+
+
 def _failed_summary(finding: PatternFinding) -> str:
     counts: dict[str, int] = {}
     for runs in finding.runs.values():
@@ -516,12 +526,14 @@ def pattern_candidate(
     # No count in the claim: later nights link more sessions to the same memory, and a count would go stale.
     # "Repeatedly within a session" stays true when a later night links another session where it
     # recurred again; "within one session" would not.
-    if finding.why == "sessions":
-        claim = f"{finding.head} recurs in failed {tool} across sessions"
+    # The claim says what to do when the transcript shows what worked next, and never pastes the error's
+    # text (that stays in the gist and the evidence): a reviewer acts on a sentence, not on a log line.
+    where = "across sessions" if finding.why == "sessions" else "repeatedly within a session"
+    remedy = _remedy(finding.workaround) if finding.workaround is not None and finding.workaround.strong else None
+    if remedy:
+        claim = f"When {tool} fails with {finding.head} ({where}), {remedy}"
     else:
-        claim = f"{finding.head} recurs in failed {tool}, repeatedly within a session"
-    if show_shape:
-        claim += f", as {_clip(finding.shape, 160).rstrip(' :;,.')}"
+        claim = f"{finding.head} recurs in failed {tool} {where}"
     claim = _clip(claim + ".", MAX_CLAIM_CHARS)
     places = "; ".join(
         f"{sid} line{'s' if len(occ) > 1 else ''} {', '.join(str(n) for n, _ in occ)}"
@@ -531,7 +543,8 @@ def pattern_candidate(
     gist = (
         f"When first recorded, the same failure (quoted values, paths, ids, flags and numbers set aside) "
         f"appeared {finding.count} times in {len(sessions)} session(s) of {_project(slugs, sessions, names)}: {places}. "
-        f"What failed: {_failed_summary(finding)}. "
+        + (f"The error reads: {_clip(finding.shape, 200).rstrip(' :;,.')}. " if show_shape else "")
+        + f"What failed: {_failed_summary(finding)}. "
     )
     if finding.workaround is not None:
         gist += _what_worked(finding.workaround) + " "
