@@ -1,7 +1,7 @@
 """What a memory is about, so that dedupe and links follow the thing, not the wording.
 
 A finding is about its kind, the programs it names (`npm`, `python`: its `tool:`/`command:`
-entities and the first word of each `code span` in its claim), the error classes it names
+entities, or, without one, the first word of each `code span` in its claim), the error classes it names
 (`error:` entities), the settings a routine needs (`setting:` entities) and the projects of its
 sessions. Two claims that read alike are still two memories when these disagree: "command not found
 in `pnpm`" is not the same memory as "command not found in `python`", and a routine of one repository
@@ -59,8 +59,11 @@ class About:
 
 def about(kind: str, claim: str, entities: Iterable[str], projects: Iterable[str | None]) -> About:
     typed = [e.split(":", 1) for e in entities if ":" in e]
+    # A program entity says what the finding is about; only without one do the claim's code spans (which
+    # may also name what worked instead) stand for it.
     programs = {n.lower() for t, n in typed if t.lower() in _PROGRAM_TYPES and n}
-    programs |= {p for span in _CODE.findall(claim) if (p := _program(span))}
+    if not programs:
+        programs = {p for span in _CODE.findall(claim) if (p := _program(span))}
     errors = {n.strip().lower() for t, n in typed if t.lower() == "error" and n.strip() and n.lower() != "unknown"}
     settings = {n.strip() for t, n in typed if t.lower() == "setting" and n.strip()}
     return About(kind=kind, programs=frozenset(programs), errors=frozenset(errors), settings=frozenset(settings),

@@ -493,12 +493,18 @@ def _what_worked(w: Workaround) -> str:
     return f"The next `{what}` that worked was on {where}."
 
 
-def _remedy(w: Workaround) -> str | None:
-    """What to do, from the command that worked next (None when it says nothing a person can act on)."""
+# An error that says the program itself is missing: another program on the same target is the way round it.
+_MISSING_PROGRAM = re.compile(r"not found|not recognized|no such file|cannot find|is not installed", re.IGNORECASE)
+
+
+def _remedy(w: Workaround, head: str) -> str | None:
+    """What to do, from the command that worked next; None when it says nothing a person can act on (a
+    different program on the same file is a way round only when the first one is missing: after a failed
+    patch, `gofmt` on the file is not a replacement for it)."""
     what = _clip(sh.summary(w.run.name or "", w.run.tool_input), 80)
     if w.how == "added" and w.added:
         return "run it again with " + ", ".join(f"`{_clip(a, 60)}`" for a in w.added[:3]) + " (that worked next)"
-    if w.how in ("same target", "same program") and what:
+    if w.how == "same target" and what and _MISSING_PROGRAM.search(head):
         return f"`{what}` worked next instead"
     return None
 
@@ -529,9 +535,9 @@ def pattern_candidate(
     # The claim says what to do when the transcript shows what worked next, and never pastes the error's
     # text (that stays in the gist and the evidence): a reviewer acts on a sentence, not on a log line.
     where = "across sessions" if finding.why == "sessions" else "repeatedly within a session"
-    remedy = _remedy(finding.workaround) if finding.workaround is not None and finding.workaround.strong else None
+    remedy = _remedy(finding.workaround, finding.head) if finding.workaround is not None and finding.workaround.strong else None
     if remedy:
-        claim = f"When {tool} fails with {finding.head} ({where}), {remedy}"
+        claim = f"When {tool if len(programs) == 1 else 'a tool call'} fails with {finding.head} ({where}), {remedy}"
     else:
         claim = f"{finding.head} recurs in failed {tool} {where}"
     claim = _clip(claim + ".", MAX_CLAIM_CHARS)
@@ -558,6 +564,8 @@ def pattern_candidate(
         "kind": "error_pattern",
         "claim": claim,
         "gist": _clip(gist, MAX_GIST_CHARS),
-        "entities": [{"type": "error", "name": finding.head[:120]}],
+        # the failing program as an entity: what the memory is about (corpus.about), whatever else the claim names
+        "entities": [{"type": "error", "name": finding.head[:120]}]
+        + ([{"type": "tool", "name": programs[0][:120]}] if len(programs) == 1 else []),
         "evidence": evidence,
     }

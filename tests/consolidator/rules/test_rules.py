@@ -102,7 +102,9 @@ def test_candidates_read_well(answer: dict[str, Any]) -> None:
         assert len({e["sessionId"] for e in candidate["evidence"]}) >= 2
         assert candidate["entities"]
         if candidate["kind"] == "error_pattern":
-            assert all(e["type"] == "error" for e in candidate["entities"])
+            # the error class first, then the failing program when there is one (what the memory is about)
+            assert candidate["entities"][0]["type"] == "error"
+            assert all(e["type"] == "tool" for e in candidate["entities"][1:]) and len(candidate["entities"]) <= 2
         for e in candidate["evidence"]:
             # memory text never repeats a quote (the corpus keeps quotes in commit messages only)
             assert e["quote"] not in candidate["claim"] and e["quote"] not in candidate["gist"]
