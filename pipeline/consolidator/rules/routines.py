@@ -124,11 +124,19 @@ _SHELL_PROGRAMS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "fish", "env"})
 _HARNESS_VARS = re.compile(r"^(?:CLAUDE|CODEX|ANTHROPIC|OPENAI)_")
 
 
+# A script's own variable, not an environment setting: PowerShell's `$params = @{…}` and `$args`, a value
+# that is another variable or a hash table, a name that is not an environment variable's.
+_SCRIPT_VALUE = re.compile(r"^(?:@[{(]|[{}(])|^\$[A-Za-z_]\w*$|[{}]$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def _steady(value: str) -> bool:
     """An assignment worth remembering: a literal value, not a computed one, a one-off variable, an
-    output setting (`GIT_PAGER=cat`, `NO_COLOR=1`) or one of the harness's own variables."""
+    output setting (`GIT_PAGER=cat`, `NO_COLOR=1`), one of the harness's own variables or a script's
+    own variable (`params=@{}`, `arguments=$args`)."""
     name, _, val = value.partition("=")
-    return (bool(name) and name not in _HYGIENE and not _HARNESS_VARS.match(name) and "$(" not in val and "`" not in val and len(value) <= 120
+    return (bool(name) and _ENV_NAME.match(name) is not None and name not in _HYGIENE and not _HARNESS_VARS.match(name)
+            and "$(" not in val and "`" not in val and len(value) <= 120 and not _SCRIPT_VALUE.search(val.strip("'\""))
             and "[REDACTED" not in val)  # a masked secret is not a setting to remember
 
 
