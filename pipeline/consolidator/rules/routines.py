@@ -167,6 +167,19 @@ def _bare_name_failures(runs: Sequence[ToolResult]) -> set[str]:
     return out
 
 
+# PowerShell read with a POSIX tokenizer: a statement that starts with a variable (`$x = …`,
+# `$ErrorActionPreference='Stop'`) or a cmdlet (`Get-Content`, `ConvertTo-Json`).
+_POWERSHELL_WORD = re.compile(r"^(?:\$[A-Za-z_]|[A-Z][a-z]+-[A-Z][A-Za-z]+$)")
+
+
+def _powershell(run: ToolResult) -> bool:
+    """Is the run's command a PowerShell script? Its words are not shell assignments and programs."""
+    name = (run.name or "").lower()
+    if "powershell" in name or name in ("pwsh",):
+        return True
+    return any(seg.words and _POWERSHELL_WORD.match(seg.program_word) for seg in _segments(run))
+
+
 def find_routines(
     runs: Iterable[ToolResult],
     session_order: Sequence[str],
@@ -193,9 +206,11 @@ def find_routines(
         routine.runs.setdefault(run.session_id, []).append((run, quote))
 
     for run in ordered:
+        powershell = _powershell(run)
         for seg in _segments(run):
-            # a prefix (`VAR=x cmd`) or an export; a bare `VAR=x` line only sets a script variable
-            prefixes = seg.env if seg.words and seg.program.lower() != "export" else []
+            # a prefix (`VAR=x cmd`) or an export; a bare `VAR=x` line only sets a script variable; and a
+            # PowerShell script's `key=value` (a hash table's entries) read as shell words sets nothing
+            prefixes = seg.env if seg.words and seg.program.lower() != "export" and not powershell else []
             for value in [*prefixes, *_exports(seg)]:
                 if _steady(value):
                     note("env", value, run, run.command or seg.text)

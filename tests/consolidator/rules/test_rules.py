@@ -551,3 +551,15 @@ def test_a_memory_names_the_projects_of_the_sessions_it_cites() -> None:
                           cwds={"s0": "/w/billing", "s1": "/w/storefront", "s2": "/w/storefront"})
     [candidate] = answer["candidates"]
     assert "storefront" in candidate["gist"] and "billing" not in candidate["gist"]
+
+
+def test_a_powershell_script_s_words_are_not_settings() -> None:
+    from pipeline.consolidator.rules.error_shapes import ToolResult
+    from pipeline.consolidator.rules.routines import _powershell
+
+    script = "$ErrorActionPreference='Stop'\n$body = @{ version='1.0'; ttl_seconds=900 } | ConvertTo-Json"
+    ps = ToolResult("s1", 3, "", is_error=False, exit_code=0, name="shell_command", tool_input={"command": script},
+                    call_id="c1", call_line=2, has_result=True)
+    sh_run = ToolResult("s1", 5, "", is_error=False, exit_code=0, name="Bash", tool_input={"command": "GOPROXY=off go test ./..."},
+                        call_id="c2", call_line=4, has_result=True)
+    assert _powershell(ps) and not _powershell(sh_run)
