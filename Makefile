@@ -83,7 +83,8 @@ bench: $(BYTECODE)
 	$(BIN)/python bench/real_scale.py $(if $(SCALE_FROM),--source "$(SCALE_FROM)") --sizes "$(SCALE_SIZES)"
 
 # The rules engine measured on the labelled real sessions (bench/eval/README.md), one report per gold
-# file (each labels one batch of the folder): the first batch, then the second. The transcripts are not
+# file (each labels one batch of the folder): the first, second and third batches, each followed by its
+# repositories scored one by one (bench/eval/README.md, "leave one repository out"). The transcripts are not
 # in the repository: REAL names the folder they were copied to. One scratch warehouse is ingested once
 # and removed; the artifact folders stay in a temporary folder each report names.
 REAL ?= ../shared/real-transcripts
