@@ -5,7 +5,8 @@ text the harness injects (tagged blocks such as `<system-reminder>`, environment
 output, an IDE's "Context from my IDE setup" header before "My request for …", a compaction
 summary) is skipped. A user prompt that relays another agent's words (it opens with a speaker label
 naming an AI, `CLAUDE:`, `CODEX SAYS:`, `HANDSHAKE: Claude Code`, a one-letter label, or is signed
-`-Claude`) speaks for that agent: its promises have actor `other`.
+`-Claude`) speaks for that agent: its promises have actor `other`. So does what a prompt pastes from
+someone else after a mail header, "On … wrote:" or a mail client's date line (an email to answer).
 
 The phrase families (first-person future, hand-off, deferral, sequencing, offer, requirement,
 immediate) are in `pipeline.consolidator.rules.promise_phrases`, for English, Chinese, Japanese, Korean,
@@ -146,6 +147,31 @@ def spoken_parts(text: str) -> list[str]:
         pos = block.end()
     parts.append(text[pos:])
     return [p for p in parts if p.strip()]
+
+
+# Where a prompt starts quoting a message someone else wrote (an email pasted to answer it): a mail
+# header line, "On … wrote:", a mail client's date line, a forwarded-message rule.
+_PASTED = re.compile(
+    r"^\s*(?:(?:From|Sent|Date|To|Subject|Cc|보낸 사람|받는 사람|보낸 날짜|发件人|收件人|发送时间|差出人|宛先|送信日時|"
+    r"Von|Gesendet|Envoyé|Enviado)\s*:"
+    r"|On .{5,120} wrote:\s*$"
+    r"|\d{1,2}월 \d{1,2}일 \([월화수목금토일]\) (?:오전|오후) \d{1,2}:\d{2}"
+    r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? [A-Z][a-z]{2,8} \d{1,2},? (?:\d{4},? )?(?:at )?\d{1,2}:\d{2}"
+    r"|\d{4}年\d{1,2}月\d{1,2}日.{0,20}\d{1,2}:\d{2}"
+    r"|-{3,}\s*(?:Original Message|Forwarded message|원본 메시지|전달된 메시지|原始邮件|転送されたメッセージ)\s*-{3,})",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+def voices(part: str, speaker: str) -> list[tuple[str, str]]:
+    """The part as (text, speaker) pieces: a user's words, then what they pasted from someone else
+    (`_PASTED`), which speaks for that other person."""
+    if speaker != "user":
+        return [(part, speaker)]
+    pasted = _PASTED.search(part)
+    if pasted is None:
+        return [(part, speaker)]
+    return [(part[: pasted.start()], speaker), (part[pasted.start():], "other")]
 
 
 def relayed(text: str) -> bool:
@@ -680,12 +706,13 @@ def find_commitments(
             turn = turns[message.line_no]
             candidates: list[CommitmentFinding] = []
             for part in spoken_parts(message.text):
-                previous: str | None = None
-                for sentence in prose_sentences(part):
-                    finding = _promise(sentence, previous, message, speaker, turn)
-                    if finding is not None:
-                        candidates.append(finding)
-                    previous = sentence
+                for piece, who in voices(part, speaker):
+                    previous: str | None = None
+                    for sentence in prose_sentences(piece):
+                        finding = _promise(sentence, previous, message, who, turn)
+                        if finding is not None:
+                            candidates.append(finding)
+                        previous = sentence
                 if speaker == "agent" and not turn.tools_after and turn.last:
                     listed = _user_list(message, part)
                     if listed is not None:

@@ -273,3 +273,13 @@ def test_a_call_that_asks_the_user_ends_the_turn() -> None:
     # the question tool at line 4, then the work at line 6 once the user answered through it
     assert find_commitments(said, calls={"s1": [6]}, asks={"s1": [4]})
     assert find_commitments(said, calls={"s1": [4, 6]}) == []
+
+
+def test_a_pasted_email_speaks_for_its_writer() -> None:
+    prompt = ("Help me answer this email and attach my CV.\n"
+              "Dana Kim\nTue, Jun 9, 2026, 1:28 PM\nto me\n\n"
+              "Hello, please send your CV in any format. Send it as soon as you can and I'll review it right away.")
+    said = [Message("s1", 1, "user", prompt, is_prompt=True)]
+    assert [f.actor for f in find_commitments(said)] in ([], ["other"])
+    mine = [Message("s1", 1, "user", "I'll send the signed contract tomorrow.", is_prompt=True)]
+    assert [f.actor for f in find_commitments(mine)] == ["user"]
