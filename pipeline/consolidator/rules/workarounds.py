@@ -137,7 +137,10 @@ def find_workaround(failed: ToolResult, later: Sequence[tuple[ToolResult, Outcom
         )
         if same_program and same_target:
             added = _extras(run, failed)
-            if added:
+            # flags a command only looks with (`git remote -v` after a failed `git remote set-url … && git
+            # push`) are no fix, whatever else the run did
+            looks = run.parsed is not None and run.parsed.main is not None and sh.is_inspection(run.parsed.main)
+            if added and not looks:
                 return Workaround(run, failed, True, "added", added)
             if failed.program == "apply_patch" and _patch_ops(run) - _patch_ops(failed):
                 return Workaround(run, failed, True, "other operations")

@@ -51,3 +51,11 @@ def test_a_flag_whose_value_is_a_path_names_another_target() -> None:
 def test_nothing_worked() -> None:
     failed = run("make deploy", "make: *** [deploy] Error 2", code=2)
     assert after(failed, run("make deploy", "make: *** [deploy] Error 2", code=2, line=4), run("git status", "clean", line=6)) is None
+
+
+def test_a_flag_of_a_command_that_only_looks_is_no_fix() -> None:
+    failed = run("git remote set-url origin https://example.test/r.git && git push 2>&1",
+                 "fatal: could not read Username for 'https://example.test': No such device or address", code=128)
+    looked = run("git remote -v && gh auth status 2>&1", "origin https://example.test/r.git (fetch)", line=4)
+    found = after(failed, looked)
+    assert found is None or found.how != "added"
