@@ -16,6 +16,9 @@ sessions grouped by their project slug):
   when the batch shows it: a run of the bare name that failed as not found ("command not found", "is
   not recognized"). Otherwise it says only that the program is called by its path: a claim that the
   bare name fails, when it was never tried, is one the memory's own evidence does not back.
+* **a script of the project's own**: a program run by its path inside the project (`./iree_tuner.py …`,
+  `qemu-validate/rebuild_single.sh x.c`, `python tools/gen.py …`), whatever its arguments, that worked
+  in two or more sessions or `SCRIPT_RUNS` times in one: how work is done there;
 * **the project's routine commands**:
   - a check (tests, type checker, linter, build: `shell_commands.is_checker`) run the same way
     (same program, subcommand and flags) in most of the project's sessions (more than half, at
@@ -56,6 +59,10 @@ SOLO_CHECKS = 4
 SOLO_REPEATS = 3
 # In how many sessions (and more than half of the project's) a plain step must recur.
 STEP_SESSIONS = 3
+# How often a project's own script must run, and work, in one session to count without a second session.
+SCRIPT_RUNS = 3
+_INTERPRETERS = frozenset({"python", "python3", "bash", "sh", "zsh", "node", "ruby", "perl", "pwsh", "powershell", "tsx", "deno"})
+_SCRIPT_FILE = re.compile(r"\.(?:py|sh|js|mjs|ts|rb|pl|ps1|bash)$")
 _ABSOLUTE = re.compile(r"^(?:/|~/|[A-Za-z]:[\\/])")
 _PATHISH = re.compile(r"[\\/]|\.[A-Za-z0-9]{1,6}$|^\.[\w-]|^~")
 _SUMMARY = re.compile(r"\d+ (?:passed|failed|errors?|tests?|warnings?|problems?)\b|\bok\b|\bOK\b", re.IGNORECASE)
@@ -63,7 +70,7 @@ _SUMMARY = re.compile(r"\d+ (?:passed|failed|errors?|tests?|warnings?|problems?)
 
 @dataclass
 class Routine:
-    kind: str  # "env", "path", "check", "step"
+    kind: str  # "env", "path", "check", "script", "step"
     key: str  # the assignment, the path, the check's key or the step's text
     project: str | None
     runs: dict[str, list[tuple[ToolResult, str]]] = field(default_factory=dict)  # session → [(run, quoted text)]
@@ -219,7 +226,10 @@ def find_routines(
         main = run.parsed.main if run.parsed else None
         if main is None:
             continue
-        if sh.is_checker(main):
+        script = _own_script(main)
+        if script is not None and not run.is_error and run.exit_code in (None, 0) and not sh.is_inspection(main):
+            note("script", script, run, run.command or main.text)
+        elif sh.is_checker(main):
             note("check", _check_key(main), run, main.text)
         elif not sh.is_inspection(main):
             specific = main.env or any(_PATHISH.search(o) for o in main.operands)
@@ -232,6 +242,8 @@ def find_routines(
         most = max(len(v) for v in routine.runs.values())
         if kind in ("env", "path"):
             keep = spread >= 2 or most >= SOLO_REPEATS
+        elif kind == "script":
+            keep = spread >= 2 or most >= SCRIPT_RUNS
         elif kind == "check":
             keep = (spread >= 2 and spread * 2 > len(in_project)) or (len(in_project) == 1 and most >= SOLO_CHECKS)
         else:
@@ -245,7 +257,7 @@ def find_routines(
 
 def _one_routine_per_command(routines: list[Routine], rank: Mapping[str, int]) -> list[Routine]:
     """A command feeds one routine: env prefixes first, then pinned paths, checks, steps."""
-    order = {"env": 0, "path": 1, "check": 2, "step": 3}
+    order = {"env": 0, "path": 1, "check": 2, "script": 3, "step": 4}
     routines.sort(key=lambda r: (order[r.kind], -len(r.runs), -r.count, r.key))
     used: set[tuple[str, int]] = set()
     kept: list[Routine] = []
@@ -256,6 +268,23 @@ def _one_routine_per_command(routines: list[Routine], rank: Mapping[str, int]) -
         used |= calls
         kept.append(routine)
     return sorted(kept, key=lambda r: (order[r.kind], -len(r.runs), -r.count, r.key))
+
+
+def _own_script(main: sh.Segment) -> str | None:
+    """The project's own script a command runs, by its path inside the project (`./iree_tuner.py …`,
+    `qemu-validate/rebuild_single.sh x.c`, `python tools/gen.py`), or None: a program on PATH, an
+    absolute path (a pinned tool) or an inline script is not one."""
+    words = main.words
+    if not words:
+        return None
+    first = main.program_word
+    if "/" in first and not _ABSOLUTE.match(first) and (first.startswith("./") or _SCRIPT_FILE.search(first)):
+        return first.removeprefix("./")
+    if sh.program_name(first).lower() in _INTERPRETERS:
+        target = next((w for w in words[1:] if not w.startswith("-")), None)
+        if target and _SCRIPT_FILE.search(target) and not _ABSOLUTE.match(target) and "\n" not in target:
+            return target.removeprefix("./")
+    return None
 
 
 def _clip(text: str, limit: int) -> str:
@@ -322,6 +351,11 @@ def routine_candidate(routine: Routine, names: Mapping[str | None, str]) -> dict
             # The bare name was never seen failing: why the path is used is not something the commands show.
             gist = (f"{spread} of {project} called `{name}` by the absolute path {routine.key} rather than by "
                     "its bare name.")
+    elif routine.kind == "script":
+        claim = f"In {project}, work is done by running the project's own script `{routine.key}`"
+        entity = {"type": "command", "name": routine.key.rsplit("/", 1)[-1]}
+        gist = (f"The project's script {routine.key} ran and worked {spread} of {project}, with the arguments "
+                "each task needed: it is how this work is done there, rather than by hand.")
     elif routine.kind == "check":
         claim = f"{project}'s routine check is `{routine.key}`"
         entity = {"type": "command", "name": routine.key.split(" ")[0] if " " in routine.key else routine.key}

@@ -563,3 +563,21 @@ def test_a_powershell_script_s_words_are_not_settings() -> None:
     sh_run = ToolResult("s1", 5, "", is_error=False, exit_code=0, name="Bash", tool_input={"command": "GOPROXY=off go test ./..."},
                         call_id="c2", call_line=4, has_result=True)
     assert _powershell(ps) and not _powershell(sh_run)
+
+
+@pytest.mark.parametrize(("command", "script"), [
+    ("./iree_tuner.py models/m.mlir --profile -s 3", "iree_tuner.py"),
+    ("qemu-validate/rebuild_single.sh src/conv.c", "qemu-validate/rebuild_single.sh"),
+    ("python3 tools/gen_tables.py --out build", "tools/gen_tables.py"),
+    ("pytest -q", None),  # a program on PATH
+    ("/usr/bin/snmpwalk -v2c host", None),  # an absolute path is a pinned tool
+    ("python -c 'print(1)'", None),  # an inline script
+    ("cat scripts/setup.sh", None),  # reading a script is not running it
+])
+def test_a_script_of_the_project_s_own(command: str, script: str | None) -> None:
+    from pipeline.consolidator.rules import shell_commands as sh
+    from pipeline.consolidator.rules.routines import _own_script
+
+    main = sh.parse(command).main
+    assert main is not None
+    assert _own_script(main) == script
