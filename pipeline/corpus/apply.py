@@ -222,6 +222,9 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
     existing = existing_memories(corpus)
     touched = set(art.art.touched_session_ids())
     created = art.created_day
+    # what each memory is about, worked out once per apply and kept current as candidates land
+    of_sessions = projects or _no_projects
+    abouts = {p: _about_doc(d, of_sessions) for p, d in existing.items()}
     for i, cand in enumerate(candidates):
         claim, gist, entities = written_text(cand.claim, cand.gist, [(e.type, e.name) for e in cand.entities], known)
         sessions = sorted({e.sessionId for e in cand.evidence})
@@ -255,15 +258,14 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         trailers = {"Artifact": art.artifact_id, "Candidate": str(i)}
         # The same memory is the same thing (corpus.about): a claim that reads alike but names another
         # program, error, setting or repository is a memory of its own, never a link.
-        this = about_mod.about(cand.kind, claim, entities, (projects or _no_projects)(sessions))
-        fits = {p: d for p, d in existing.items() if about_mod.compatible(this, _about_doc(d, projects or _no_projects))}
+        this = about_mod.about(cand.kind, claim, entities, of_sessions(sessions))
+        fits = {p: d for p, d in existing.items() if about_mod.compatible(this, abouts[p])}
         same = next((p for p, d in existing.items() if d.id == mid), None)
         if same is None:
             match = dedupe.best_match(claim, [(str(p), d.claim) for p, d in fits.items()])
             same = Path(match[0]) if match else None
         if same is None:
-            same = next((p for p, d in fits.items() if about_mod.same_thing(this, _about_doc(d, projects or _no_projects))),
-                        None)
+            same = next((p for p in fits if about_mod.same_thing(this, abouts[p])), None)
         if same is not None:
             doc = existing[same]
             doc = doc.model_copy(update={"sessions": sorted(set(doc.sessions) | set(sessions))})
@@ -273,6 +275,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
             corpus.commit(f"link: {doc.claim}", body, {**trailers, "Memory-Id": doc.id},
                           allow_empty=True)
             existing[same] = doc
+            abouts[same] = _about_doc(doc, of_sessions)
             result.memories_linked.append(doc.id)
             result.candidates_landed.append({"candidate": i, "memoryId": doc.id, "as": "link"})
             crash_point("apply:link-committed")
@@ -293,6 +296,7 @@ def _land_candidates(corpus: Corpus, art: LoadedArtifact, candidates: list[Candi
         crash_point("apply:memory-file-written")
         corpus.commit(f"memory: {claim}", body, {**trailers, "Memory-Id": mid})
         existing[path] = doc
+        abouts[path] = _about_doc(doc, of_sessions)
         result.memories_written.append(mid)
         result.candidates_landed.append({"candidate": i, "memoryId": mid, "as": "memory"})
         crash_point("apply:memory-committed")
