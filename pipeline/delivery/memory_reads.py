@@ -104,7 +104,10 @@ def search_memories(con: duckdb.DuckDBPyConnection, repo: Corpus, query: str = "
     scored = [(_score(m, words), m) for m in mems]
     if words:
         scored = [(n, m) for n, m in scored if n > 0]
-    scored.sort(key=lambda nm: (-nm[0], nm[1].doc.status != "kept", _reverse(nm[1].recency), nm[1].doc.id))
+    # stable sorts, last key first: by id, then most recent first, then best score with kept before new
+    scored.sort(key=lambda nm: nm[1].doc.id)
+    scored.sort(key=lambda nm: nm[1].recency, reverse=True)
+    scored.sort(key=lambda nm: (-nm[0], nm[1].doc.status != "kept"))
     shown = [m for _, m in scored[:limit]]
     return {
         "total": len(scored),
@@ -116,11 +119,6 @@ def search_memories(con: duckdb.DuckDBPyConnection, repo: Corpus, query: str = "
         ],
         "truncated": len(scored) > limit,
     }
-
-
-def _reverse(text: str) -> tuple[int, ...]:
-    """A sort key that orders ISO texts newest first."""
-    return tuple(-ord(c) for c in text)
 
 
 # -- one memory and its evidence ----------------------------------------------------------------------
