@@ -28,6 +28,7 @@ from pydantic.alias_generators import to_camel
 from pipeline.calls import conventions, files
 from pipeline.calls.conventions import CONTEXT_DEFAULTS, FORMATS, MAPPABLE, TOKEN_COLUMNS, Format
 from pipeline.errors import UsageError
+from pipeline.usage import price_rates
 from pipeline.warehouse import db
 
 # The rows handed to DuckDB, in llm_calls' own column names and types.
@@ -256,6 +257,7 @@ def store_calls(con: duckdb.DuckDBPyConnection, batch: CallBatch) -> ImportRepor
             row = db.one(con, f"SELECT count(*) FROM {_STAGING} WHERE call_id IN (SELECT call_id FROM llm_calls)")
             present = int(row[0]) if row else 0
             con.execute(f"INSERT OR IGNORE INTO llm_calls ({_COLUMNS_SQL}) SELECT {_COLUMNS_SQL} FROM {_STAGING}")
+            price_rates.store(con)
     finally:
         con.unregister(_STAGING)
     report.already_present = present

@@ -22,11 +22,10 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import duckdb
-import polars as pl
 
 from pipeline.errors import UsageError
 from pipeline.usage import periods
-from pipeline.usage.frame import by_model, calls_frame, local
+from pipeline.usage.priced import Selection
 
 KINDS = {"daily": "daily", "weekly": "weekly", "monthly": "monthly", "session": "sessions", "blocks": "blocks"}
 USAGE_SOURCES = ("claude-code", "codex")
@@ -76,11 +75,10 @@ class Call:
 
 def _calls(con: duckdb.DuckDBPyConnection, flt: UsageFilter) -> list[Call]:
     """The calls the filter selects, one object each, in time order (the 5-hour blocks walk them)."""
-    frame = selected(con, flt).sort("at")
-    return [Call(at, local_at, session, own, slug, source, model, (uncached, written, cached, completion), cost)
-            for at, local_at, session, own, slug, source, model, uncached, written, cached, completion, cost
-            in frame.select("at", "local", "session", "own", "slug", "source", "model", "uncached", "written",
-                            "cached", "completion", "cost").iter_rows()]
+    return [Call(utc.replace(tzinfo=dt.UTC), local_at, session, own or "(none)", slug, source, model,
+                 (int(uncached), int(written), int(cached), int(completion)), cost)
+            for utc, local_at, session, own, slug, source, model, uncached, written, cached, completion, cost
+            in selected(con, flt).each()]
 
 
 class _Sum:
@@ -130,55 +128,44 @@ def usage_report(con: duckdb.DuckDBPyConnection, kind: str, flt: UsageFilter | N
         raise UsageError(f"--start-of-week must be one of {', '.join(periods.WEEK_STARTS)}")
     if kind == "blocks":  # 5-hour blocks follow the calls one by one
         return _blocks_report(_calls(con, flt))
-    frame = selected(con, flt)
+    selection = selected(con, flt)
     rows: list[dict[str, Any]] = []
     if kind in ("daily", "weekly", "monthly"):
-        local_day = pl.col("local").dt.date()
-        if kind == "daily":
-            label = local_day.cast(pl.String)
-        elif kind == "monthly":
-            label = pl.col("local").dt.strftime("%Y-%m")
-        else:
-            first = periods.WEEK_STARTS.index(flt.start_of_week)
-            back = ((pl.col("local").dt.weekday() - 1 - first) % 7).cast(pl.Int64)  # polars: Monday is 1
-            label = (local_day - pl.duration(days=back)).cast(pl.String)
-        grouped = _sums(by_model(frame.with_columns(label.alias("period")), ["period"]), "period")
+        grouped = _sums(selection.sums(kind, first_weekday=periods.WEEK_STARTS.index(flt.start_of_week)))
         for period in sorted(grouped):
             rows.append({"period": period, **grouped[period].fields()})
     else:
-        grouped = _sums(by_model(frame, ["session"]), "session")
-        spans = frame.group_by("session").agg(pl.col("at").min().alias("first"), pl.col("at").max().alias("last"),
-                                             pl.col("slug").sort_by("at").first(), pl.col("source").sort_by("at").first())
-        for session, first, last, slug, source in spans.sort("last", "session").iter_rows():
+        grouped = _sums(selection.sums("session"))
+        spans = sorted(selection.spans(), key=lambda r: (r[2], r[0]))
+        for session, first, last, slug, source in spans:
             rows.append({
                 "sessionId": session, **grouped[session].fields(),
-                "projectPath": slug, "source": source, "firstActivity": _iso(first), "lastActivity": _iso(last),
+                "projectPath": slug, "source": source,
+                "firstActivity": _iso(first.replace(tzinfo=dt.UTC)), "lastActivity": _iso(last.replace(tzinfo=dt.UTC)),
             })
-    grand = _sums(by_model(frame.with_columns(pl.lit("all").alias("all")), ["all"]), "all").get("all", _Sum())
+    grand = _Sum()  # every group's sums added up: the same numbers as one more query, without it
+    for group in grouped.values():
+        for model, m in group.models.items():
+            g = grand.models.setdefault(model, [0, 0, 0, 0, 0.0])
+            for i in range(5):
+                g[i] += m[i]
+        grand.unpriced |= group.unpriced
     totals = {k: v for k, v in grand.fields().items() if k not in ("modelsUsed", "modelBreakdowns")}
     if grand.unpriced:
         totals["unpricedModels"] = sorted(grand.unpriced)
     return {KINDS[kind]: rows, "totals": totals}
 
 
-def selected(con: duckdb.DuckDBPyConnection, flt: UsageFilter) -> pl.DataFrame:
-    """The calls the filter selects, priced, with `local`, their time in the filter's zone."""
-    frame = calls_frame(con, [flt.source] if flt.source else list(USAGE_SOURCES))
-    frame = local(frame, flt.zone().key)
-    if flt.project is not None:
-        frame = frame.filter(pl.col("slug") == flt.project)
-    if flt.since:
-        frame = frame.filter(pl.col("local").dt.date() >= flt.since)
-    if flt.until:
-        frame = frame.filter(pl.col("local").dt.date() <= flt.until)
-    return frame
+def selected(con: duckdb.DuckDBPyConnection, flt: UsageFilter) -> Selection:
+    """The calls the filter selects, priced, with their local time in the filter's zone."""
+    return Selection(con, [flt.source] if flt.source else list(USAGE_SOURCES), tz=flt.zone().key,
+                     project=flt.project, since=flt.since, until=flt.until)
 
 
-def _sums(agg: pl.DataFrame, key: str) -> dict[Any, _Sum]:
-    """Per value of `key`, the sums of each model as a `_Sum`."""
+def _sums(rows: list[tuple[Any, ...]]) -> dict[Any, _Sum]:
+    """Per group, the sums of each model as a `_Sum` (rows as `Selection.sums` gives them)."""
     out: dict[Any, _Sum] = {}
-    for value, model, uncached, written, cached, completion, cost, unpriced in agg.select(
-            key, "model", "uncached", "written", "cached", "completion", "cost", "unpriced").iter_rows():
+    for value, model, uncached, written, cached, completion, cost, unpriced in rows:
         total = out.setdefault(value, _Sum())
         total.models[model] = [uncached, written, cached, completion, cost]
         if unpriced:

@@ -17,6 +17,10 @@ SORTABLE = ("sessionId", "slug", "format", "firstAt", "lastAt", "prompts", "turn
             "harnessVersions")
 
 
+# A manifest entry the sessions table does not hold (it cannot happen on one warehouse; kept safe).
+_NO_FACTS: tuple[Any, ...] = (None, None, None, [], 0, [], 0, 0, 0, 0, 0.0, False)
+
+
 @dataclass(frozen=True)
 class SessionFilter:
     project: str | None = None  # slug or cwd
@@ -25,21 +29,10 @@ class SessionFilter:
     format: str | None = None
 
 
-def _facts(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
-    """Per session: format, cwd, parent, harness versions and tool-call count, as every ingest keeps them
-    in `sessions` (reading them from the lines took seconds and gigabytes on a heavy user's home)."""
-    return {
-        sid: {"format": fmt, "cwd": cwd, "parentSessionId": parent, "harnessVersions": list(versions or []),
-              "toolCalls": int(n or 0), "models": []}
-        for sid, fmt, cwd, parent, versions, n in con.execute(
-            "SELECT session_id, format, cwd, parent_session_id, harness_versions, tool_calls FROM sessions").fetchall()
-    }
-
-
 def session_table(con: duckdb.DuckDBPyConnection, entries: list[dict[str, Any]], flt: SessionFilter | None = None, *,
                   sort: str | None = None, descending: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
     """`entries` (list_sessions' shape) filtered, with the columns above added, sorted and cut at `limit`."""
-    from pipeline.usage.frame import by_model, calls_frame
+    from pipeline.usage.priced import Selection
     from pipeline.usage.report import USAGE_SOURCES
 
     flt = flt or SessionFilter()
@@ -47,40 +40,26 @@ def session_table(con: duckdb.DuckDBPyConnection, entries: list[dict[str, Any]],
         raise UsageError(f"--sort {sort!r}: choose one of {', '.join(SORTABLE)}")
     if limit is not None and limit < 1:
         raise UsageError("--limit must be 1 or more")
-    facts = _facts(con)
-    tokens: dict[str, list[float]] = {}
-    models: dict[str, set[str]] = {}
-    unpriced: dict[str, bool] = {}
-    for own, model, uncached, written, cached, completion, cost, no_price in by_model(
-            calls_frame(con, list(USAGE_SOURCES)), ["own"]).select(
-            "own", "model", "uncached", "written", "cached", "completion", "cost", "unpriced").iter_rows():
-        t = tokens.setdefault(own, [0, 0, 0, 0, 0.0])
-        for i, n in enumerate((uncached, written, cached, completion)):
-            t[i] += n
-        t[4] += cost
-        unpriced[own] = unpriced.get(own, False) or no_price
-        models.setdefault(own, set()).add(model)
+    # Per session: the facts every ingest keeps in `sessions` (reading them from the lines took seconds
+    # and gigabytes on a heavy user's home) and its calls' usage, from one query.
+    facts = {row[0]: row[1:] for row in Selection(con, USAGE_SOURCES).per_session()}
     out = []
     for e in entries:
-        sid = e["sessionId"]
-        f = facts.get(sid, {})
-        if flt.format and f.get("format") != flt.format:
+        fmt, cwd, parent, versions, tool_calls, models, *tokens, cost, unpriced = facts.get(e["sessionId"], _NO_FACTS)
+        if flt.format and fmt != flt.format:
             continue
-        if flt.project and flt.project not in (e.get("slug"), f.get("cwd")):
+        if flt.project and flt.project not in (e.get("slug"), cwd):
             continue
         first, last = e.get("firstAt"), e.get("lastAt")
         if flt.since and (last is None or last[:10] < flt.since.isoformat()):
             continue
         if flt.until and (first is None or first[:10] > flt.until.isoformat()):
             continue
-        t = tokens.get(sid, [0, 0, 0, 0, 0.0])
         out.append({
-            **e, "format": f.get("format"), "parentSessionId": f.get("parentSessionId"),
-            "models": sorted(models.get(sid, ())), "harnessVersions": f.get("harnessVersions", []),
-            "toolCalls": f.get("toolCalls", 0),
-            "inputTokens": int(t[0]), "cacheCreationTokens": int(t[1]), "cacheReadTokens": int(t[2]),
-            "outputTokens": int(t[3]), "totalTokens": int(sum(t[:4])), "cost": t[4],
-            "costComplete": not unpriced.get(sid, False),
+            **e, "format": fmt, "parentSessionId": parent, "models": models, "harnessVersions": list(versions or []),
+            "toolCalls": int(tool_calls), "inputTokens": tokens[0], "cacheCreationTokens": tokens[1],
+            "cacheReadTokens": tokens[2], "outputTokens": tokens[3], "totalTokens": sum(tokens), "cost": cost,
+            "costComplete": not unpriced,
         })
     if sort is not None:
         present = [r for r in out if r.get(sort) not in (None, [])]

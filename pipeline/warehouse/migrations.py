@@ -253,6 +253,31 @@ def _memory_status(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE tasks ADD COLUMN project VARCHAR")
 
 
+
+@step("011_price_rates")
+def _price_rates(con: duckdb.DuckDBPyConnection) -> None:
+    # The list price of each (model, source, UTC day) the calls hold, one row per prompt-length tier
+    # (prompts in (lo, hi]), under the price data named by `prices` (the genai-prices release). A model
+    # with no known price has one row with NULL rates. Kept by every ingest so that a usage report is
+    # SQL alone, without loading the price data (a quarter of a second) on every answer.
+    con.execute(
+        """
+        CREATE TABLE price_rates (
+            prices VARCHAR NOT NULL,
+            model VARCHAR NOT NULL,
+            source VARCHAR NOT NULL,
+            day DATE NOT NULL,
+            lo BIGINT NOT NULL,
+            hi BIGINT NOT NULL,
+            r_in DOUBLE,
+            r_read DOUBLE,
+            r_out DOUBLE,
+            r_w5 DOUBLE,
+            r_w1h DOUBLE
+        )
+        """
+    )
+
 # -- applying the steps --------------------------------------------------------------------------------
 
 
