@@ -146,44 +146,33 @@ def _minute(at: str | None) -> str:
 def _sessions_table(entries: list[dict[str, Any]], *, pending: bool) -> None:
     import os
 
-    from rich.table import Table
-
+    from pipeline.console import Column, grid_widths, print_grid
     from pipeline.console import console as new_console
-    from pipeline.console import visible
 
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 220
     console = new_console(width)
     memories = any(e["linkedMemories"] for e in entries)
     counts = ("prompts", "turns", "tools", "tokens", "cost $", "lines", *(("next",) if pending else ()), *(("mem",) if memories else ()))
 
-    def build(with_project: bool, with_models: bool) -> Table:
-        table = Table(show_lines=False)
-        table.add_column("sessionId", no_wrap=True)
-        if with_project:
-            table.add_column("project", max_width=28, overflow="ellipsis", no_wrap=True)
-        table.add_column("first (UTC)", no_wrap=True)
-        if with_models:
-            table.add_column("models", max_width=28)
-        table.add_column("harness", no_wrap=True)
-        for name in counts:
-            table.add_column(name, justify="right", no_wrap=True)
-        for e in entries:
-            versions = e["harnessVersions"]
-            harness = versions[-1] + (f" +{len(versions) - 1}" if len(versions) > 1 else "") if versions else ""
-            cost = f"{e['cost']:.2f}" + ("" if e["costComplete"] else "+")  # + : some calls have no known price
-            table.add_row(visible(e["sessionId"]), *((visible(e["slug"]),) if with_project else ()), _minute(e["firstAt"]),
-                          *((visible(", ".join(e["models"])),) if with_models else ()), visible(harness),
-                          str(e["prompts"]), str(e["turns"]), str(e["toolCalls"]), f"{e['totalTokens']:,}", cost,
-                          str(e["lineCount"]), *((str(e["newFromLine"]),) if pending else ()),
-                          *((str(len(e["linkedMemories"])),) if memories else ()))
-        return table
-
+    columns = [Column("sessionId"), Column("project", max_width=28), Column("first (UTC)"), Column("models", max_width=28),
+               Column("harness"), *(Column(name, right=True) for name in counts)]
+    rows = []
+    for e in entries:
+        versions = e["harnessVersions"]
+        harness = versions[-1] + (f" +{len(versions) - 1}" if len(versions) > 1 else "") if versions else ""
+        cost = f"{e['cost']:.2f}" + ("" if e["costComplete"] else "+")  # + : some calls have no known price
+        rows.append([e["sessionId"], e["slug"] or "", _minute(e["firstAt"]), ", ".join(e["models"]), harness,
+                     str(e["prompts"]), str(e["turns"]), str(e["toolCalls"]), f"{e['totalTokens']:,}", cost,
+                     str(e["lineCount"]), *((str(e["newFromLine"]),) if pending else ()),
+                     *((str(len(e["linkedMemories"])),) if memories else ())])
+    widths = grid_widths(columns, rows)
     # A narrow terminal loses the models, then the project (both are in --json), never an id or a count.
-    for with_project, with_models in ((True, True), (True, False), (False, False)):
-        table = build(with_project, with_models)
-        if console.measure(table, options=console.options.update(max_width=100_000)).maximum <= console.width or not with_project:
+    for dropped in ((), (3,), (1, 3)):
+        keep = [i for i in range(len(columns)) if i not in dropped]
+        if sum(widths[i] for i in keep) + 2 * (len(keep) - 1) <= console.width or len(dropped) == 2:
             break
-    console.print(table)
+    print_grid(console, [columns[i] for i in keep], [[row[i] for i in keep] for row in rows] if dropped else rows,
+               [widths[i] for i in keep])
     unpriced = " (cost +: some calls' model has no known list price)" if any(not e["costComplete"] for e in entries) else ""
     sys.stderr.write(f"{len(entries)} session(s){unpriced}; every column, and the last time, with --json\n")
 

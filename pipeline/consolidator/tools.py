@@ -13,8 +13,9 @@ the separate layer `pipeline.secrets.redact.LineMasker`: lines and columns still
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -28,10 +29,11 @@ from pipeline.consolidator.limits import (
 )
 from pipeline.consolidator.line_blocks import LineBlocks
 from pipeline.errors import ToolError
-from pipeline.secrets import scan as secrets_scan
-from pipeline.secrets.gate import SecretSet
-from pipeline.secrets.redact import MASK_RE, LineMasker
 from pipeline.warehouse import db
+
+if TYPE_CHECKING:  # detect-secrets' plugins take a fifth of a second to import: only a masked answer needs them
+    from pipeline.secrets.gate import SecretSet
+    from pipeline.secrets.redact import LineMasker
 
 # Rows per Arrow batch a search reads.
 _BATCH_ROWS = 8192
@@ -52,6 +54,24 @@ def _check_session(con: duckdb.DuckDBPyConnection, session_id: str, allowed: Col
     return int(row[0])
 
 
+# An instant as ISO 8601 in UTC with a Z, to the millisecond (to the microsecond when it has them), written
+# by DuckDB: turning 13,000 zoned timestamps into Python datetimes cost a tenth of a second per listing.
+_ISO = ("CASE WHEN epoch_us({at}) % 1000 = 0 THEN strftime(make_timestamp(epoch_us({at})), '%Y-%m-%dT%H:%M:%S.%g') "
+        "ELSE strftime(make_timestamp(epoch_us({at})), '%Y-%m-%dT%H:%M:%S.%f') END || 'Z'")
+
+
+def _masker(known: SecretSet | None) -> LineMasker:
+    from pipeline.secrets.redact import LineMasker
+
+    return LineMasker(known)
+
+
+def _mask_re() -> re.Pattern[str]:
+    from pipeline.secrets.redact import MASK_RE
+
+    return MASK_RE
+
+
 def list_sessions(
     con: duckdb.DuckDBPyConnection,
     session_ids: Sequence[str] | None = None,
@@ -61,7 +81,7 @@ def list_sessions(
 ) -> list[dict[str, Any]]:
     """The manifest: one entry per session, no transcript text. `newFromLine` is 1 for a never-read
     session, else the first line after its latest watermark."""
-    masker = LineMasker(known) if redact else None
+    masker = _masker(known) if redact else None
     params: list[Any] = []
     where = ""
     if session_ids is not None:
@@ -78,7 +98,8 @@ def list_sessions(
             FROM memory_links ml JOIN memories m USING (memory_id)
             GROUP BY ml.session_id
         )
-        SELECT s.session_id, s.slug, s.cwd, s.first_at, s.last_at, s.prompts, s.turns, s.size_bytes,
+        SELECT s.session_id, s.slug, s.cwd, {_ISO.format(at="s.first_at")} AS first_at,
+               {_ISO.format(at="s.last_at")} AS last_at, s.prompts, s.turns, s.size_bytes,
                s.line_count,
                -- a file rewritten after its watermark is read again from the top
                CASE WHEN s.rewritten_at > wm.wm_at THEN 1 ELSE coalesce(wm.line_count, 0) + 1 END AS new_from_line,
@@ -86,7 +107,7 @@ def list_sessions(
         FROM sessions s LEFT JOIN wm USING (session_id) LEFT JOIN links USING (session_id)
         {where}
         ORDER BY s.slug NULLS LAST, s.first_at NULLS LAST, s.session_id
-        """,  # `where` is one of two fixed strings; the ids are a bound parameter
+        """,  # `where` is one of two fixed strings, _ISO a constant; the ids are a bound parameter
         params or None,
     )
     # Plain rows, not a frame: a batch's kernel lists its sessions first, and would import polars
@@ -99,8 +120,8 @@ def list_sessions(
                 "sessionId": r["session_id"],
                 "slug": masker.text(r["slug"]) if masker else r["slug"],
                 "cwd": masker.text(r["cwd"]) if masker else r["cwd"],
-                "firstAt": _iso(r["first_at"]),
-                "lastAt": _iso(r["last_at"]),
+                "firstAt": r["first_at"],
+                "lastAt": r["last_at"],
                 "prompts": r["prompts"],
                 "turns": r["turns"],
                 "sizeBytes": r["size_bytes"],
@@ -117,13 +138,6 @@ def list_sessions(
         if missing:
             raise ToolError(f"unknown session(s): {', '.join(missing)}")
     return out
-
-
-def _iso(value: Any) -> str | None:
-    if value is None:
-        return None
-    spec = "milliseconds" if value.microsecond % 1000 == 0 else "microseconds"
-    return value.isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 def search_transcript(
@@ -149,8 +163,8 @@ def search_transcript(
         raise ToolError("phrase must be a non-empty string (it is matched literally, no regex)")
     if max_hits < 0 or context < 0:
         raise ToolError("max_hits and context must be zero or more")
-    masker = LineMasker(known) if redact else None
-    if masker is not None and MASK_RE.search(phrase):
+    masker = _masker(known) if redact else None
+    if masker is not None and _mask_re().search(phrase):
         return _search_masked(con, session_id, phrase, masker, max_hits, context)
     line_nos, texts = _lines_holding(con, session_id, phrase)
     total = 0
@@ -212,7 +226,11 @@ def _lines_holding(con: duckdb.DuckDBPyConnection, session_id: str, phrase: str)
 
 
 def _show(text: str, found: list[Any], start: int, end: int) -> str:
-    return secrets_scan.render(text, found, start, end) if found else text[start:end]
+    if not found:
+        return text[start:end]
+    from pipeline.secrets import scan as secrets_scan
+
+    return secrets_scan.render(text, found, start, end)
 
 
 def _search_masked(
@@ -323,7 +341,7 @@ def read_lines(
     found = sorted((r for r in got if r[1] is not None and r[1] <= last), key=lambda r: r[1])
     # Secrets are looked for on the whole stored line, and only on the lines shown: the listing
     # stops at MAX_RESULT_CHARS, so the lines after it are never masked.
-    masker = LineMasker(known) if redact else None
+    masker = _masker(known) if redact else None
     lines: list[dict[str, Any]] = []
     used = 0
     for row in found:

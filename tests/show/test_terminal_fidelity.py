@@ -212,3 +212,22 @@ def test_an_evidence_block_shows_its_text_and_marks_only_the_quote(before: str, 
     assert not page.bad and page.open == []
     assert before + mark + after in "".join(page.text)
     assert markup.count("<mark>") == 1
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(rows=st.lists(st.tuples(value, value, st.integers(0, 10**9).map(str)), min_size=1, max_size=6))
+def test_a_grid_shows_every_value_on_its_own_line_in_aligned_columns(
+    rows: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    buf = _capture(monkeypatch)
+    columns = [console_module.Column("a"), console_module.Column("b", max_width=12), console_module.Column("n", right=True)]
+    console_module.print_grid(console_module.console(), columns, [list(r) for r in rows])
+    header, rule, *lines = buf.getvalue().split("\n")[:-1]
+    assert header.split() == ["a", "b", "n"] and set(rule) <= {"─", " "}
+    assert len(lines) == len(rows)
+    widths = [cell_len(part) for part in rule.split("  ")]
+    for (a, b, n), line in zip(rows, lines, strict=True):
+        assert cell_len(line) == sum(widths) + 4  # every column padded to its width, the number on the right
+        assert line.startswith(shown(a)) and line.endswith(n)
+        b_shown = shown(b)
+        assert b_shown in line if cell_len(b_shown) <= 12 else ("…" in line and shown(b)[:1] in line)
