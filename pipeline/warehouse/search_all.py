@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import heapq
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -209,37 +210,56 @@ def search_all(
             raise UsageError(f"--regex: {phrase!r} is not a valid regular expression: {exc}") from None
     sessions = _sessions(con, flt)
     folded = phrase.lower() if ignore_case and pattern is None else None
-    where = ("" if pattern is not None else
-             "AND contains(lower(l.text), $phrase)" if folded is not None else "AND contains(l.text, $phrase)")
-    params: dict[str, Any] = {"ids": list(sessions)}
+    # The listing order: sessions oldest first, then line. It is known before the scan, so the scan can
+    # stream the matching lines in any order and keep the text of only those that can still be listed.
+    order = sorted(sessions, key=lambda s: (sessions[s]["first_at"] is None, sessions[s]["first_at"] or dt.datetime.min, s))
+    rank = {s: i for i, s in enumerate(order)}
+    every = not (flt.sessions or flt.project or flt.format or flt.since or flt.until)
+    match = ("" if pattern is not None else
+             "contains(lower(text), $phrase)" if folded is not None else "contains(text, $phrase)")
+    # The phrase test runs on the lines alone, before the sessions are narrowed: joining every line to the
+    # session list first (and sorting the result) held the whole table in memory, gigabytes on a heavy home.
+    scope = "" if every else "session_id IN (SELECT unnest($ids::VARCHAR[]))"
+    where = " AND ".join(part for part in (match, scope) if part) or "true"
+    params: dict[str, Any] = {} if every else {"ids": list(sessions)}
     if pattern is None:
         params["phrase"] = folded if folded is not None else phrase
     cur = con.execute(
-        f"""
-        SELECT l.session_id, l.line_no, l.text FROM lines l
-        JOIN (SELECT unnest($ids::VARCHAR[]) AS session_id) s USING (session_id)
-        WHERE true {where}
-        ORDER BY l.session_id, l.line_no
-        """,  # `where` is one of three fixed strings; the phrase is a bound parameter
-        params,
+        f"SELECT session_id, line_no, text FROM lines WHERE {where}",  # `where` is built from fixed strings only
+        params or None,
     )
-    found: dict[str, list[dict[str, Any]]] = {}
+    kept: list[tuple[int, int, str, dict[str, Any]]] = []  # a max-heap of the first lines by (rank, line), negated
+    kept_hits = 0
+    found_sessions: set[str] = set()
     total = 0
+    needs_rec = flt.role is not None or flt.since is not None or flt.until is not None
     while batch := cur.fetchmany(2048):
         for session_id, line_no, text in batch:
+            meta = sessions.get(session_id)
+            if meta is None:
+                continue
             hits = list(_occurrences(text, phrase, pattern, folded))
             if not hits:
                 continue
-            meta = sessions[session_id]
-            needs_rec = flt.role is not None or flt.since is not None or flt.until is not None
             rec = _parse(text) if needs_rec else None
             if flt.role is not None and line_role(rec, meta["format"]) != flt.role:
                 continue
             if not _in_days(line_time(rec), meta["first_at"], flt):
                 continue
             total += len(hits)
-            found.setdefault(session_id, []).append({"line": line_no, "text": text, "hits": hits, "rec": rec})
-    order = sorted(found, key=lambda s: (sessions[s]["first_at"] is None, sessions[s]["first_at"] or dt.datetime.min, s))
+            found_sessions.add(session_id)
+            key = (-rank[session_id], -line_no)
+            if kept and kept_hits >= limit and key < (kept[0][0], kept[0][1]):
+                continue  # after every line kept so far, which already hold `limit` hits
+            heapq.heappush(kept, (*key, session_id, {"line": line_no, "text": text, "hits": hits, "rec": rec}))
+            kept_hits += len(hits)
+            # the last kept line can go once the others hold `limit` hits without it
+            while kept and kept_hits - len(kept[0][3]["hits"]) >= limit:
+                kept_hits -= len(heapq.heappop(kept)[3]["hits"])
+    found: dict[str, list[dict[str, Any]]] = {}
+    for _r, _l, session_id, entry in sorted(kept, key=lambda k: (-k[0], -k[1])):
+        found.setdefault(session_id, []).append(entry)
+    order = [s for s in order if s in found]
     masker = None
     if redact:
         from pipeline.secrets.redact import LineMasker  # detect-secrets: only a masked search pays for it
@@ -270,7 +290,7 @@ def search_all(
                     "at": at, "role": role, "before": before, "match": match, "after": after,
                 })
     return {"phrase": phrase, "regex": regex, "ignoreCase": ignore_case, "total": total, "truncated": len(listed) < total,
-            "sessions": len(found), "hits": listed}
+            "sessions": len(found_sessions), "hits": listed}
 
 
 def _render(text: str, found: list[Any], start: int, end: int) -> str:

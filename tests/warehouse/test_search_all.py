@@ -41,12 +41,16 @@ def test_a_regex_finds_what_python_finds(wh: Path) -> None:
     assert sorted((h["sessionId"], h["line"], h["column"]) for h in got["hits"]) == want and want
 
 
-def test_the_limit_cuts_the_listing_not_the_total(wh: Path) -> None:
+@pytest.mark.parametrize("limit", [0, 1, 3, 7, 40])
+@pytest.mark.parametrize("phrase", ["pytest", "error", "\\n"])
+def test_the_limit_cuts_the_listing_not_the_total(wh: Path, phrase: str, limit: int) -> None:
+    # the scan keeps the text of only the lines the listing can still reach: the first `limit` hits are
+    # the same as the head of the whole listing, whatever order the lines arrive in
     with db.reading(wh) as con:
-        every = search_all(con, "pytest", limit=10**9)
-        some = search_all(con, "pytest", limit=3)
-    assert some["total"] == every["total"] > 3 and some["truncated"] and len(some["hits"]) == 3
-    assert some["hits"] == every["hits"][:3]
+        every = search_all(con, phrase, limit=10**9)
+        some = search_all(con, phrase, limit=limit)
+    assert some["total"] == every["total"] > limit and some["truncated"] and len(some["hits"]) == limit
+    assert some["hits"] == every["hits"][:limit] and some["sessions"] == every["sessions"]
 
 
 def test_filters_narrow_sessions_roles_and_days(wh: Path) -> None:
