@@ -737,7 +737,8 @@ def _spend_rows(cells: pl.LazyFrame, key: pl.Expr) -> list[dict[str, Any]]:
              pl.col("spend").sum().alias("spend_usd"), *[pl.col(c).sum() for c in _SPEND_PARTS],
              pl.col("lost").sum().alias("lost_usd"))
         .with_columns((pl.col("spend_usd") - pl.col("lost_usd")).alias("counterfactual_usd"))
-        .sort("spend_usd", descending=True, nulls_last=True)
+        # ties (unpriced calls spend nothing) in the order of their key, the same on every run
+        .sort(["spend_usd", "calls", "key"], descending=[True, True, False], nulls_last=True)
         .head(SPEND_ROWS)
         .collect()
     )

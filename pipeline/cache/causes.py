@@ -150,8 +150,9 @@ def classify_warehouse(
 ) -> pl.DataFrame:
     """Classify the warehouse's calls with their transcripts (opened read-only, closed on return)."""
     from pipeline.warehouse import db as warehouse
+    from pipeline.warehouse import memory
 
-    with warehouse.reading(db) as con:
+    with warehouse.reading(db) as con, memory.at_least(con, memory.CLASSIFY_MEMORY_LIMIT):
         frame = _run(con, hit_share=hit_share, ttl_seconds=ttl_seconds, tz=tz)
     if source is not None:
         frame = frame.filter(pl.col("source") == source)

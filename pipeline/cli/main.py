@@ -291,7 +291,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if type(exc).__module__.lstrip("_").startswith("duckdb"):
             # out of memory, an I/O error, a full disk: DuckDB rolled the transaction back
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            fix = "free memory or disk space and run it again"
+            if type(exc).__name__ == "OutOfMemoryException":
+                from pipeline.warehouse.hosts import memory_limit
+
+                fix = (f"DuckDB may use {memory_limit()} here: run it again with more, e.g. PIPELINE_MEMORY_LIMIT=4GB "
+                       "(what it cannot hold in memory it writes beside the warehouse, so keep disk space free)")
             return _fail(args, f"DuckDB stopped this command: {first}. Its open transaction was rolled back "
-                               "(what it had committed stays); free memory or disk space and run it again.", 1)
+                               f"(what it had committed stays); {fix}.", 1)
         raise
     return int(result or 0)

@@ -63,6 +63,11 @@ def _query_hint(con: Any, exc: Exception, query: str) -> str:
     suggests its catalog's), and which of the warehouse's column names must be double-quoted."""
     import duckdb
 
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        from pipeline.warehouse.hosts import memory_limit
+
+        return (f"\nDuckDB may use {memory_limit()} in this command: run it again with more, e.g. "
+                "PIPELINE_MEMORY_LIMIT=4GB pipeline sql …")
     try:
         if isinstance(exc, duckdb.CatalogException) and "does not exist" in str(exc):
             names = [r[0] for r in con.execute(

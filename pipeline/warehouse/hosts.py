@@ -80,6 +80,7 @@ def _take(temp_directory: str) -> duckdb.DuckDBPyConnection:
         return _new(temp_directory)
     try:
         host.execute("SET temp_directory = ?", [temp_directory])
+        host.execute("SET memory_limit = ?", [memory_limit()])  # as a new host would have it
     except duckdb.Error:
         host.close()
         return _new(temp_directory)

@@ -47,4 +47,27 @@ def bounded(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
             con.execute("SET force_compression = ?", [previous[2] or "auto"])
 
 
-__all__ = ["INGEST_MEMORY_LIMIT", "bounded"]
+# What the cache classification may hold: it reads every transcript line that marks something (a
+# turn, a compaction, a date) and parses each several times, and DuckDB keeps a whole vector's parsed
+# JSON until the vector is done. At 1 GB it ran out on a 5 GB warehouse; at 2 GB it completes.
+CLASSIFY_MEMORY_LIMIT = "2GB"
+
+
+@contextlib.contextmanager
+def at_least(con: duckdb.DuckDBPyConnection, limit: str) -> Iterator[None]:
+    """DuckDB allowed at least `limit` for the block (never less than PIPELINE_MEMORY_LIMIT asks for);
+    the connection's own limit comes back after it."""
+    previous = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    raised = False
+    if not os.environ.get("PIPELINE_MEMORY_LIMIT"):  # an analyst's explicit cap is theirs to keep
+        con.execute("SET memory_limit = ?", [limit])
+        raised = True
+    try:
+        yield
+    finally:
+        if raised:
+            with contextlib.suppress(duckdb.Error):
+                con.execute("SET memory_limit = ?", [previous])
+
+
+__all__ = ["CLASSIFY_MEMORY_LIMIT", "INGEST_MEMORY_LIMIT", "at_least", "bounded"]

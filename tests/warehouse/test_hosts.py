@@ -134,3 +134,35 @@ def test_a_block_that_made_tables_of_the_instance_own_hands_them_to_no_one(tmp_p
             made = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'memory'").fetchall()
             assert made == [(0,)]
             assert con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'seen_by_all'").fetchall() == [(0,)]
+
+
+def test_duckdb_is_capped_in_every_reading_process_and_the_cap_can_be_raised(
+        samples_warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.warehouse import db
+
+    with db.reading(samples_warehouse) as con:
+        assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] in ("1.0 GiB", "953.6 MiB")  # type: ignore[index]
+    monkeypatch.setenv("PIPELINE_MEMORY_LIMIT", "3GB")
+    with db.reading(samples_warehouse) as con:
+        assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] in ("3.0 GiB", "2.7 GiB")  # type: ignore[index]
+
+
+def test_out_of_memory_names_the_cap_and_how_to_raise_it(
+        samples_warehouse: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from pipeline.cli import main
+    from pipeline.usage import session_table
+
+    monkeypatch.setenv("PIPELINE_MEMORY_LIMIT", "8MB")
+    # an analyst's query: a usage error (exit 2) that says how to give DuckDB more
+    code = main(["sql", "SELECT l.text, r.text FROM lines l, lines r ORDER BY l.text || r.text", "--db", str(samples_warehouse)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Out of Memory" in err and "PIPELINE_MEMORY_LIMIT=4GB" in err and "8MB" in err
+
+    def out_of_memory(*_a: object, **_k: object) -> None:
+        raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data of size 16.0 MiB")
+
+    # any other command: exit 1, the same advice, never a traceback
+    monkeypatch.setattr(session_table, "session_table", out_of_memory)
+    code = main(["sessions", "--db", str(samples_warehouse)])
+    err = capsys.readouterr().err
+    assert code == 1 and "PIPELINE_MEMORY_LIMIT=4GB" in err and "8MB" in err and "Traceback" not in err
