@@ -4,7 +4,7 @@
 every verb that `pipeline --help` lists, and one for every sub-verb (`memories keep`, `tasks done`: the
 choices of a verb's `action` argument), plus the command-reference part of the `nav` in `mkdocs.yml`
 (between its two marker comments). Each page shows the verb's real `--help`, formatted at a fixed
-width of 100 columns so that it reads the same on every machine. `--check` writes nothing and exits 1
+width of 80 columns so that it reads the same on every machine. `--check` writes nothing and exits 1
 naming every page that differs; `tests/cli/test_reference.py` makes the same comparison, so a
 changed flag without a regenerated page fails `make test`.
 
@@ -20,12 +20,13 @@ import io
 import os
 import re
 import sys
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
 from pipeline.cli.main import build_parser
 
-WIDTH = 100
+WIDTH = 80
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 CLI_DIR = "cli"
@@ -124,6 +125,29 @@ def plain(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
+def inline(text: str) -> str:
+    """Help text for a page: what it writes in backticks (a command, a field) as code, the rest plain."""
+    parts = re.split(r"`([^`\n]+)`", text)
+    return "".join(f"`{part}`" if i % 2 else plain(part) for i, part in enumerate(parts))
+
+
+def _slug(heading: str) -> str:
+    """The anchor MkDocs' toc extension gives a heading (its default slugify)."""
+    text = unicodedata.normalize("NFKD", heading.replace("`", "")).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip().lower())
+
+
+def _guide_link(target: str) -> str:
+    """A Markdown link to a guide section, named by the page's title and the section's heading."""
+    page, _, anchor = target.partition("#")
+    text = (DOCS / page).read_text(encoding="utf-8") if (DOCS / page).is_file() else ""
+    headings = re.findall(r"^(#{1,6}) (.+?)\s*$", text, re.M)
+    title = next((h for level, h in headings if level == "#"), page)
+    section = next((h for _, h in headings if _slug(h) == anchor), None) if anchor else None
+    name = f"{title} › {section}" if section else title
+    return f"[{plain(name.replace('`', ''))}](../{target})"
+
+
 def _block(text: str) -> str:
     fence = "```"
     while fence in text:
@@ -143,8 +167,8 @@ def page_name(verb: str, sub: str | None = None) -> str:
 
 def _verb_page(verb: str, summary: str) -> str:
     subs = sub_verbs(verb)
-    parts = [HEADER, f"# pipeline {verb}", "", plain(summary), "",
-             f"Explained in the guides: [{GUIDES[verb].split('#')[0].removesuffix('.md')}](../{GUIDES[verb]}).", ""]
+    parts = [HEADER, f"# pipeline {verb}", "", inline(summary), "",
+             f"Explained in the guides: {_guide_link(GUIDES[verb])}.", ""]
     if subs:
         parts += ["Sub-verbs: " + ", ".join(f"[`{verb} {s}`]({verb}-{s}.md)" for s in subs) + ".", ""]
     parts += [f"`pipeline {verb} --help`:", "", _block(help_text([verb]))]
@@ -157,8 +181,8 @@ def _sub_page(verb: str, sub: str) -> str:
     guide = SUB_GUIDES[f"{verb} {sub}"]
     parts = [HEADER, f"# pipeline {verb} {sub}", ""]
     if said:
-        parts += [plain(said), ""]
-    parts += [f"Explained in the guides: [{guide.split('#')[0].removesuffix('.md')}](../{guide}). "
+        parts += [inline(said), ""]
+    parts += [f"Explained in the guides: {_guide_link(guide)}. "
               f"A sub-verb of [`pipeline {verb}`]({verb}.md), whose options it shares.", "",
               f"`pipeline {verb} {sub} --help`:", "", _block(help_text([verb, sub]))]
     return "\n".join(parts)
@@ -167,15 +191,15 @@ def _sub_page(verb: str, sub: str) -> str:
 def _index_page(listed: list[tuple[str, str]]) -> str:
     rows = ["| command | what it does |", "|---|---|"]
     for verb, summary in listed:
-        rows.append(f"| [`pipeline {verb}`]({verb}.md) | {plain(summary)} |")
+        rows.append(f"| [`pipeline {verb}`]({verb}.md) | {inline(summary)} |")
         if subs := sub_verbs(verb):
             description = _verbs_action(build_parser([verb])).choices[verb].description or ""
             for sub in subs:
                 said = _sentences_naming(description, sub) or f"a sub-verb of pipeline {verb}"
-                rows.append(f"| [`pipeline {verb} {sub}`]({verb}-{sub}.md) | {plain(said)} |")
+                rows.append(f"| [`pipeline {verb} {sub}`]({verb}-{sub}.md) | {inline(said)} |")
     return "\n".join([
         HEADER, "# Command reference", "",
-        "One page per command, each showing the command's own `--help` (at 100 columns). The pages are "
+        f"One page per command, each showing the command's own `--help` (at {WIDTH} columns). The pages are "
         "written from the parsers by `make docs-cli`, and `make test` fails when one no longer matches, so "
         "what you read here is what the installed `pipeline` accepts. Every command is also "
         "`.venv/bin/pipeline …`, or `python -m pipeline …` inside the virtual environment.", "",
@@ -197,10 +221,11 @@ def pages() -> dict[str, str]:
 
 
 def nav_lines(indent: str) -> list[str]:
-    lines = [f"{indent}- {CLI_DIR}/index.md"]
+    """The index, then every page in a section of its own (collapsed in the sidebar until opened)."""
+    lines = [f"{indent}- {CLI_DIR}/index.md", f"{indent}- Every command:"]
     for verb, _ in verbs():
-        lines.append(f"{indent}- pipeline {verb}: {page_name(verb)}")
-        lines += [f"{indent}- pipeline {verb} {sub}: {page_name(verb, sub)}" for sub in sub_verbs(verb)]
+        lines.append(f"{indent}    - pipeline {verb}: {page_name(verb)}")
+        lines += [f"{indent}    - pipeline {verb} {sub}: {page_name(verb, sub)}" for sub in sub_verbs(verb)]
     return lines
 
 

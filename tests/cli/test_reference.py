@@ -22,7 +22,7 @@ SAME_PYTHON = WRITTEN_WITH is not None and (int(WRITTEN_WITH[1]), int(WRITTEN_WI
 def _listed_verbs() -> list[str]:
     """The verbs `pipeline --help` lists, read from the real command's output (not from the parsers)."""
     out = subprocess.run([sys.executable, "-m", "pipeline", "--help"], cwd=REPO, capture_output=True, text=True,
-                         env={"COLUMNS": "100", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}, check=True)
+                         env={"COLUMNS": "80", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}, check=True)
     block = out.stdout.split("positional arguments:", 1)[1].split("\noptions:", 1)[0]
     return re.findall(r"^    ([a-z][a-z-]*)\b", block, re.M)
 
