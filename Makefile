@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 BYTECODE := $(VENV)/.bytecode-stamp
 
-.PHONY: demo test bench eval lint install lock clean-data check-real
+.PHONY: demo test bench eval lint install lock clean-data check-real docs docs-cli
 
 install: $(STAMP) $(BYTECODE)
 
@@ -69,6 +69,16 @@ REAL ?= ../shared/real-transcripts
 check-real: $(BYTECODE)
 	@test -d "$(REAL)" || { echo "make check-real: no folder of real transcripts at $(REAL); pass one with REAL=DIR" >&2; exit 2; }
 	$(BIN)/pipeline check-real "$(REAL)"
+
+# The documentation site (mkdocs.yml, docs/) into site/, --strict: a link or page that does not resolve
+# fails the build. make test builds it too (tests/docs/test_site.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
+# Rewrite the command reference (docs/cli/, and its part of mkdocs.yml's nav) from the parsers' --help;
+# tests/cli/test_reference.py fails until it is run after a change to a verb's help.
+docs-cli: $(STAMP)
+	$(BIN)/python -m pipeline.cli.reference
 
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline tests data/samples bench
