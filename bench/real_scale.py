@@ -7,6 +7,8 @@ subagents, copied prompts, compactions and resumed sessions keep their real shap
 
 * `cp -r` + `sync` of the corpus (the reference), twice;
 * the full ingest: wall time, peak RSS, and its sessions, lines and usage rows against N x one copy;
+* (1 GB) the same ingest killed with SIGKILL at 20 %, 50 % and 80 % of its time, then run again: the
+  warehouse must equal the uninterrupted one (sessions, lines and usage rows, by row hashes);
 * the no-op re-ingest, then re-ingests after the corpus grows by 5 % and by 10 % (more copies);
 * `usage daily`, `sessions`, `search` over every session and `cache-report`: wall time and peak RSS;
 * ccusage on the same files when `ccusage` is on the PATH (`npm install -g ccusage@20.0.24`).
@@ -23,6 +25,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -98,6 +101,45 @@ def counts(db: Path) -> dict[str, int]:
     return {k: int(v) for k, v in json.loads(out.stdout)[0].items()}
 
 
+# What an ingest stores, as sums of row hashes (order-free): two warehouses with the same sums hold the
+# same sessions, lines and usage rows. Times of the ingest itself (ingested_at, rewritten_at) are left out.
+FINGERPRINT = """
+SELECT (SELECT count(*) FROM sessions), (SELECT sum(hash(session_id, path, format, parent_session_id, slug, cwd, prompts,
+        turns, size_bytes, line_count, problems, first_at, last_at, tool_calls, harness_versions)) FROM sessions),
+       (SELECT count(*) FROM lines), (SELECT sum(hash(session_id, line_no, text)) FROM lines),
+       (SELECT count(*) FROM llm_calls), (SELECT sum(hash(call_id, source, session_id, "at", model, prompt_tokens,
+        cached_tokens, cache_write_tokens, completion_tokens, cache_write_1h_tokens, line_no)) FROM llm_calls)
+"""
+
+
+def fingerprint(db: Path) -> list[str]:
+    out = subprocess.run([*PIPELINE, "sql", FINGERPRINT, "--format", "csv", "--db", str(db)], capture_output=True, text=True,
+                         cwd=REPO, check=True)
+    return out.stdout.strip().splitlines()[-1].split(",")
+
+
+def killed_ingests(corpus: Path, scratch: Path, reference: Path, full_seconds: float) -> list[dict[str, object]]:
+    """kill -9 of an ingest at 20 %, 50 % and 80 % of an uninterrupted one's time, then the same ingest
+    again to the end: the warehouse must equal the uninterrupted one (`reference`)."""
+    want = fingerprint(reference)
+    runs = []
+    for share in (0.2, 0.5, 0.8):
+        db = scratch / f"killed-{int(share * 100)}.duckdb"
+        for leftover in scratch.glob(f"{db.name}*"):
+            leftover.unlink()
+        proc = subprocess.Popen([*PIPELINE, "ingest", str(corpus), "--db", str(db)], cwd=REPO, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(share * full_seconds)
+        alive = proc.poll() is None
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        again = measured([*PIPELINE, "ingest", str(corpus), "--db", str(db)])
+        runs.append({"killedAt": share, "wasRunning": alive, "rerun": again, "equalsUninterrupted": fingerprint(db) == want})
+        for leftover in scratch.glob(f"{db.name}*"):
+            leftover.unlink()
+    return runs
+
+
 def one_size(source: Path, gigabytes: float, scratch: Path, per_copy: int) -> dict[str, object]:
     copies = max(1, math.ceil(gigabytes * 1e9 / per_copy))
     corpus, db = scratch / f"corpus-{gigabytes:g}gb", scratch / f"w-{gigabytes:g}gb.duckdb"
@@ -115,6 +157,8 @@ def one_size(source: Path, gigabytes: float, scratch: Path, per_copy: int) -> di
     got, each = counts(db), counts(one)
     result["counts"] = got
     result["countsAreNTimesOneCopy"] = all(got[k] == copies * each[k] for k in got)
+    if gigabytes <= 1.5:  # the interrupted ingests: at the first size only (each is a full ingest again)
+        result["killed"] = killed_ingests(corpus, scratch, db, float(ingest["seconds"]))  # type: ignore[arg-type]
     result["noopReingest"] = measured([*PIPELINE, "ingest", str(corpus), "--db", str(db)])
     grown = copies
     for percent in (5, 10):
@@ -170,6 +214,9 @@ def main() -> int:
                   f"counts = N x one copy: {row['countsAreNTimesOneCopy']}; no-op {row['noopReingest']['seconds']} s; "  # type: ignore[index]
                   + ", ".join(f"+{row[k]['grownBy']:.0%} {row[k]['seconds']} s (goal {row[k]['goalSeconds']} s)"  # type: ignore[index]
                               for k in ("reingestPlus5", "reingestPlus10")))
+            for k in row.get("killed", []):  # type: ignore[attr-defined]
+                print(f"    kill -9 at {k['killedAt']:.0%} (running: {k['wasRunning']}), run again in "
+                      f"{k['rerun']['seconds']} s: equals the uninterrupted warehouse: {k['equalsUninterrupted']}")
             for name, runs in row["answers"].items():  # type: ignore[attr-defined]
                 print(f"    {name}: " + ", ".join(f"{r['seconds']} s / {r['peakRssMb']} MB" for r in runs))
     finally:
