@@ -45,7 +45,7 @@ from pipeline import config
 from pipeline.errors import UsageError
 from pipeline.lake import manifest as mf
 from pipeline.lake.store import Store, open_store
-from pipeline.warehouse import db
+from pipeline.warehouse import db, memory
 
 SESSION_TABLES = ("lines", "messages", "tool_calls", "tool_results")  # rows keyed by (session_id, line_no)
 SMALL_TABLES = ("memories", "memory_links", "tasks", "watermarks")
@@ -438,7 +438,7 @@ def export_lake(db_file: str | Path | None, to: str, *, since: str | dt.date | N
     report = ExportReport(to=store.url, export_id=export_id, since=since_day.isoformat() if since_day else None)
     with store.exclusive():
         manifest = mf.parse(store.read_manifest(), f"{store.url}/{mf.NAME}")
-        with db.reading(db_file) as con:
+        with db.reading(db_file) as con, memory.at_least(con, memory.EXPORT_MEMORY_LIMIT):
             con.execute(f"ATTACH ':memory:' AS {DELTA}")
             # One read transaction: every table is read at the same moment.
             with db.atomic(con):
