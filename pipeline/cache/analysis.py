@@ -31,8 +31,9 @@ Cost of misses
     that says how its writes split by TTL (``cache_write_1h_tokens``: Claude Code transcripts) pays
     the 1-hour price for its 1-hour writes and the 5-minute price for the rest; any other call pays
     one price for all its writes, the 5-minute one, or the 1-hour one when ``ttl_seconds`` > 300. ``lost`` is, for a miss, the part of the
-    previous prompt it had to send again, priced at what re-sending cost minus what reading it from
-    the cache would have cost: the money the miss threw away.
+    previous prompt it had to send again, priced at what re-sending cost (the part the call wrote to the
+    cache at the write price, the rest at the input price) minus what reading it from the cache would
+    have cost: the money the miss threw away, never more than the call spent.
 """
 
 from __future__ import annotations
@@ -608,11 +609,15 @@ def cost_by_cause(
     write_cost = pl.when(split).then((write - write_1h) * pl.col("u_write5m") + write_1h * pl.col("u_write1h")).otherwise(
         write * pl.col("u_write")
     )
-    resend_price = (
-        pl.when(pl.col("cache_write_tokens").is_null()).then(pl.col("u_in"))
-        .when(split & (write > 0)).then(write_cost / write)
+    # What the re-sent tokens cost, as the call paid for them: those it wrote to the cache at the write
+    # price, the rest at the input price (pricing every re-sent token as a write made a miss lose more
+    # than the call spent when most of what it sent again was not written).
+    write_price = (
+        pl.when(split & (write > 0)).then(write_cost / write)
         .otherwise(pl.col("u_write"))
     )
+    resent_written = pl.min_horizontal(resent, write)
+    resend_cost = resent_written * write_price + (resent - resent_written) * pl.col("u_in")
     split_5m = pl.when(split).then((write - write_1h) * pl.col("u_write5m")).otherwise(
         pl.when(pl.lit(ttl_seconds > SHORT_TTL_SECONDS)).then(0.0).otherwise(write * pl.col("u_write"))
     )
@@ -631,7 +636,7 @@ def cost_by_cause(
         (split_1h / 1e6).alias("cache_write_1h_usd"),
         (pl.col("completion_tokens").fill_null(0) * pl.col("u_out") / 1e6).alias("output_usd"),
         resent.alias("resent"),
-        (resent * (resend_price - pl.col("u_read")) / 1e6).alias("lost"),
+        ((resend_cost - resent * pl.col("u_read")) / 1e6).alias("lost"),
         pl.col("u_in").is_null().alias("unpriced"),
     ).with_columns(
         pl.sum_horizontal("input_usd", "cache_read_usd", "cache_write_5m_usd", "cache_write_1h_usd", "output_usd").alias("spend"),

@@ -268,6 +268,23 @@ def test_cost_by_cause_at_list_prices() -> None:
         "provider": "anthropic", "model": "claude-sonnet-4-5", "source": "genai-prices"}
 
 
+@settings(max_examples=60, deadline=None)
+@given(calls=st.lists(st.tuples(st.integers(1, 400_000), st.floats(0, 1), st.floats(0, 1), st.integers(1, 4000)),
+                      min_size=2, max_size=6))
+def test_a_miss_never_loses_more_than_its_call_spent(calls: list[tuple[int, float, float, int]]) -> None:
+    # whatever a call read and wrote: a compaction that re-sent its prompt mostly unwritten once lost
+    # more (every re-sent token priced as a write) than the call spent
+    rows, t = [], 0
+    for prompt, read_share, write_share, gap in calls:
+        t += gap
+        cached = int(prompt * read_share)
+        rows.append({"s": "a", "t": t, "p": prompt, "c": cached, "w": int((prompt - cached) * write_share)})
+    cost = cost_by_cause(classify(_calls(rows)).collect())
+    for cause, row in cost["by_cause"].items():
+        assert row["lost_usd"] <= row["spend_usd"] + 1e-12, cause
+        assert row["lost_usd"] >= 0
+
+
 def test_writes_split_by_ttl_pay_each_ttl_its_price() -> None:
     rows = [
         {"s": "a", "t": 0, "p": 100_000, "c": 0, "w": 100_000},  # 60k for 1 hour, 40k for 5 minutes
