@@ -221,7 +221,7 @@ def render_table(report: CacheReport) -> str:
             cells = groups.get(name, {})
             lines.append(f"{label:<30}{_share_cell(cells.get('before', {})):<44}{_share_cell(cells.get('after', {})):<44}")
     else:
-        lines.append(f"{'cached share (all calls)':<30}tokens")
+        lines.append(f"{'cached share, within the TTL':<30}tokens (a call after a longer gap is a ttl_expiry, left out here)")
         for name, label in (("crossing", "first call on a new date"), ("other", "other within-TTL calls")):
             lines.append(f"{label:<30}{_share_cell(groups.get(name, {}).get('before', {}))}")
     lines.append("")
@@ -284,7 +284,7 @@ def _spend_lines(report: CacheReport, lines: list[str]) -> None:
     )
     models = report.cost.get("by_model") or []
     if models:
-        lines.append(f"{'by model':<34}{'calls':>8}{'spend USD':>12}{'lost USD':>11}{'had misses hit':>16}")
+        lines.append(f"{'by model':<34}{'calls':>8}{'spend USD':>12}{'lost USD':>11}{'if misses hit':>16}")
         for m in models[:10]:
             lines.append(
                 f"{str(m['key'] or '(no model)')[:33]:<34}{m['calls']:>8,}{m['spend_usd'] or 0:>12,.2f}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from pipeline import config
 from pipeline.cli.main import add_db, add_json, add_wait, print_json
@@ -187,11 +188,26 @@ def _export(args: argparse.Namespace) -> int:
         return 0
     what = f"{result.shown} memories" + (f" ({result.left_out} left out by --max-bytes)" if result.left_out else "")
     verb = "wrote" if result.changed else "unchanged:"
-    sys.stderr.write(f"{verb} {result.path}: {what}, {len(result.section.encode('utf-8'))} bytes between the markers\n")
+    # Which corpus: a command not told where it is reads the demo's (data/corpus), and a section with no
+    # memories from the wrong corpus would look like a right answer.
+    sys.stderr.write(f"{verb} {result.path}: {what} from the corpus {config.corpus_path(args.corpus)}, "
+                     f"{len(result.section.encode('utf-8'))} bytes between the markers\n")
     if args.fmt == "claude-md":
-        sys.stderr.write(f"  Claude Code loads it when CLAUDE.md has a line `@{args.out}` (a path relative to "
-                         "CLAUDE.md's folder)\n")
+        sys.stderr.write(f"  Claude Code loads it when a CLAUDE.md has a line @{_import_path(Path(args.out))} "
+                         "(written relative to the folder of that CLAUDE.md)\n")
     return 0
+
+
+def _import_path(out: Path) -> str:
+    """How a CLAUDE.md beside the `.claude` folder the file is in (else in the current folder) names it."""
+    resolved = out.resolve()
+    for parent in resolved.parents:
+        if parent.name == ".claude":
+            return resolved.relative_to(parent.parent).as_posix()
+    try:
+        return resolved.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return resolved.as_posix()
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:

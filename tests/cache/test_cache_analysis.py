@@ -473,7 +473,7 @@ def test_cache_report_without_cutover_shows_rates_causes_and_costs(
     assert doc["causes"]["hit"]["calls"] > 0 and doc["cost"]["by_cause"]["cold_start"]["spend_usd"] > 0
     assert any(n.startswith("no cutover given, so every call counts as before it") for n in doc["notes"])
     code, table, _ = _run(capsys, ["cache-report", "--calls", str(path), "--bootstrap", "50"])
-    assert code == 0 and "cutover none given" in table and "cached share (all calls)" in table
+    assert code == 0 and "cutover none given" in table and "cached share, within the TTL" in table
 
 
 @pytest.mark.parametrize(
