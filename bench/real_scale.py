@@ -140,6 +140,19 @@ def killed_ingests(corpus: Path, scratch: Path, reference: Path, full_seconds: f
     return runs
 
 
+def claude_home(corpus: Path, home: Path) -> Path:
+    """A Claude config folder ccusage reads (`projects/<project>/…`) holding every Claude Code project of
+    the corpus (each copy's `…/claude/projects/<project>`), hard-linked: no byte is copied."""
+    shutil.rmtree(home, ignore_errors=True)
+    for projects in corpus.glob("**/claude/projects"):
+        tag = "__".join(projects.relative_to(corpus).parts[:-2])
+        for path in projects.rglob("*.jsonl"):
+            dest = home / "projects" / f"{tag}__{path.relative_to(projects)}"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, dest)
+    return home
+
+
 def one_size(source: Path, gigabytes: float, scratch: Path, per_copy: int) -> dict[str, object]:
     copies = max(1, math.ceil(gigabytes * 1e9 / per_copy))
     corpus, db = scratch / f"corpus-{gigabytes:g}gb", scratch / f"w-{gigabytes:g}gb.duckdb"
@@ -179,8 +192,11 @@ def one_size(source: Path, gigabytes: float, scratch: Path, per_copy: int) -> di
     result["answers"] = answers
     ccusage = shutil.which("ccusage")
     if ccusage:
-        env = {**os.environ, "CLAUDE_CONFIG_DIR": str(corpus)}
-        result["ccusageDaily"] = measured([ccusage, "daily", "--json", "--offline"], env=env)
+        home = claude_home(corpus, scratch / "ccusage-home")
+        env = {**os.environ, "CLAUDE_CONFIG_DIR": str(home)}
+        result["ccusageDaily"] = {**measured([ccusage, "daily", "--json", "--offline"], env=env),
+                                  "reads": "the Claude Code files of the same corpus (ccusage reads no Codex rollout)"}
+        shutil.rmtree(home, ignore_errors=True)
     else:
         result["ccusageDaily"] = "ccusage is not on the PATH (npm install -g ccusage@20.0.24)"
     shutil.rmtree(corpus, ignore_errors=True)
