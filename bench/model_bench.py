@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,10 +53,12 @@ CHECKOUT_API = ["7a6738d0-a8f0-4bb2-bf15-e9ff77de2e75", "94d17458-e734-483d-b466
 SESSIONS_PER_BATCH = 3
 LOOP_OPTIONS = ["--tool-choice", "required", "--no-parallel-tool-calls", "--max-retries", "0"]
 TIMEOUT_S = 900  # one reply: the first prompt of a batch is ~6,000 tokens read at 20-100 tokens/s
-MAX_SECONDS = 900  # one batch
+MAX_SECONDS = 600  # one batch
 MAX_TOOL_CALLS = 12
 MAX_SUBMITS = 2
-REPLY_TOKENS = 1536
+# A small model that loses its way writes until the limit, at 4-6 tokens/s on one thread; an answer
+# for three sessions fits in well under this.
+REPLY_TOKENS = 1024
 
 
 def say(text: str) -> None:
@@ -143,7 +146,8 @@ def run_eval(server: LlamaServer, model: str, ctx: int) -> dict[str, Any]:
     proc = pipeline_cmd(
         "eval", "--gold", str(gold), "--db", str(db), "--engine", "openai", "--model", model, "--base-url",
         server.base_url, "--out", str(folder), "--json", "--timeout", str(TIMEOUT_S), "--context-tokens", str(ctx),
-        "--max-reply-tokens", str(REPLY_TOKENS), *LOOP_OPTIONS,
+        "--max-reply-tokens", str(REPLY_TOKENS), "--max-seconds", str(MAX_SECONDS), "--max-tool-calls",
+        str(MAX_TOOL_CALLS), "--max-submits", str(MAX_SUBMITS), *LOOP_OPTIONS,
     )
     (WORK / "eval.log").write_text(proc.stderr, encoding="utf-8")
     doc = json.loads(proc.stdout)
@@ -167,6 +171,8 @@ def cache_report(calls: Path) -> dict[str, Any]:
 
 
 def main() -> int:
+    # A SIGTERM (a timeout of the caller, a kill) unwinds like an exception, so the server is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     size = os.environ.get("BENCH_MODEL", "0.5b").lower()
     if size not in MODELS:
         say(f"BENCH_MODEL={size!r} is not a model of this bench; use one of {', '.join(MODELS)}")
