@@ -162,12 +162,26 @@ def run_eval(server: LlamaServer, model: str, ctx: int) -> dict[str, Any]:
 
 
 def cache_report(calls: Path) -> dict[str, Any]:
-    proc = pipeline_cmd("cache-report", "--calls", str(calls), "--tz", TZ, "--provider", "openai", "--json")
-    (WORK / "cache-report.log").write_text(proc.stderr, encoding="utf-8")
-    if proc.returncode != 0:
-        return {"exitCode": proc.returncode, "stderr": proc.stderr[-2000:]}
-    report = json.loads(proc.stdout)
-    return {k: report.get(k) for k in ("calls", "sessions", "rates", "causes", "notes")}
+    """`pipeline cache-report --calls` over the recorded rows: both sessions, then each on its own."""
+    rows = [line for line in calls.read_text(encoding="utf-8").splitlines() if line]
+    files = {"bothSessions": calls}
+    for key, mode in (("withoutAnchoring", "rolling"), ("withAnchoring", "anchored")):
+        files[key] = calls.with_name(f"anchoring_calls.{mode}.jsonl")
+        files[key].write_text("".join(r + "\n" for r in rows if json.loads(r)["mode"] == mode), encoding="utf-8")
+    out: dict[str, Any] = {}
+    for key, path in files.items():
+        proc = pipeline_cmd("cache-report", "--calls", str(path), "--tz", TZ, "--provider", "openai", "--json")
+        if proc.returncode != 0:
+            out[key] = {"exitCode": proc.returncode, "stderr": proc.stderr[-2000:]}
+            continue
+        report = json.loads(proc.stdout)
+        out[key] = {
+            "calls": report.get("calls"), "overall": report["rates"].get("overall"),
+            "crossingMidnight": report["rates"].get("groups", {}).get("crossing"),
+            "causes": {c: {"calls": v["calls"], "tokenShare": v.get("token_share")}
+                       for c, v in report["causes"].items() if v.get("calls")},
+        }
+    return out
 
 
 def main() -> int:
