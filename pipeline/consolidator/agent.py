@@ -17,8 +17,9 @@ Why the loop looks the way it does:
   - a reply with no call at all is nudged; `MAX_UNUSABLE` such replies in a row end the batch
     `refused`. An HTTP 500 counts the same way: llama.cpp answers 500 when it cannot parse the
     model's reply as a tool call, so the loop asks again with a correction rather than give up;
-  - the same reading call made again is not run again (its result is already in the history) and
-    the model is told so; `MAX_REPEATS` of them end the batch with `budget`;
+  - the same reading call made again is not run again (its result is already in the history), nor
+    is an answer identical to one already refused checked again (it would cost an attempt for the
+    same verdict); the model is told so, and `MAX_REPEATS` of them end the batch with `budget`;
   - with a context window (`context_tokens`), a tool result that would not fit is replaced by an
     error asking for a narrower call, and a request that would not fit ends the batch with `budget`
     before the server refuses it (a server's own "too long" refusal ends it the same way);
@@ -82,7 +83,8 @@ SERVER_NUDGE: Final = (
 )
 # Replies in a row that carried no usable call (no call at all, or an HTTP 500) before the batch ends.
 MAX_UNUSABLE: Final = 3
-# Reading calls made again with the same arguments before the batch ends: the model is going round.
+# Calls made again with the same arguments (reading calls, refused answers) before the batch ends:
+# the model is going round.
 MAX_REPEATS: Final = 3
 # A reply is given at most this share of the context window (and never more than the cap).
 REPLY_SHARE: Final = 4
@@ -246,6 +248,7 @@ class _Loop:
         self.submits = 0
         self.unusable = 0  # replies in a row without a usable call
         self.made: dict[str, int] = {}  # reading call → the tool-log seq that first ran it
+        self.refused_answers: dict[str, int] = {}  # refused submission → its tool-log seq
         # What the last answered request measured, and how many messages it held: the base of the
         # next request's size estimate.
         self.sent_tokens: int | None = None
@@ -457,7 +460,14 @@ class _Loop:
 
     def _answer(self, call: _Call) -> EngineResult | None:
         if call.name == "submit_answer":
-            return self._submit(call.id, call.arguments)
+            key = _call_key(call.name, call.arguments)
+            if key is not None and key in self.refused_answers:
+                # The same answer again (a small model may write one call many times in a reply):
+                # checking it again would spend an attempt on the same verdict.
+                return self._repeat(call, utc_now(), self.refused_answers[key],
+                                    "was already submitted exactly like this and refused; the problems listed "
+                                    "in that result still stand. Fix them, or read more first")
+            return self._submit(call.id, call.arguments, key)
         b = self.ctx.budgets
         if self.reading_calls >= b.max_tool_calls:
             return self._end(
@@ -488,11 +498,12 @@ class _Loop:
         )
         return None
 
-    def _repeat(self, call: _Call, at: Any, first_seq: int) -> EngineResult | None:
-        """The same reading call again: not run (its result is in the history already)."""
+    def _repeat(self, call: _Call, at: Any, first_seq: int, what: str | None = None) -> EngineResult | None:
+        """The same call again: not run (its result is in the history already)."""
         self.rec.repeats += 1
         arguments, _ = parse_arguments(call.arguments)
         text = error_result(
+            f"{call.name} (tool call {first_seq}) {what}." if what else
             f"{call.name} was already called with exactly these arguments (tool call {first_seq}); its result "
             "has not changed and is above. Read another session or other lines, or call submit_answer."
         )
@@ -502,11 +513,11 @@ class _Loop:
                       name=call.name, arguments=arguments, ok=False, sessionId=None)
         if self.rec.repeats >= MAX_REPEATS:
             return self._end(
-                "budget", f"repeat budget spent: the model made {MAX_REPEATS} reading calls it had already made "
+                "budget", f"repeat budget spent: the model made {MAX_REPEATS} calls it had already made "
                 f"(the last: {call.name} {_brief(arguments)})")
         return None
 
-    def _submit(self, call_id: str, raw: str | None) -> EngineResult | None:
+    def _submit(self, call_id: str, raw: str | None, key: str | None) -> EngineResult | None:
         b = self.ctx.budgets
         at = utc_now()
         try:
@@ -520,7 +531,9 @@ class _Loop:
             return None
         self.submits += 1
         text = result.tool_result()
-        self.rec.tool("submit_answer", arguments, session_id=None, ok=result.accepted, result_chars=len(text), at=at)
+        row = self.rec.tool("submit_answer", arguments, session_id=None, ok=result.accepted, result_chars=len(text), at=at)
+        if key is not None and not result.accepted:
+            self.refused_answers[key] = row.seq
         self._reply(call_id, text)
         if result.accepted:
             self.ctx.emit("submit", f"submission {self.submits}: accepted", attempt=self.submits, accepted=True)

@@ -265,9 +265,13 @@ def test_a_fabricated_session_id(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> 
 
 
 def test_a_candidate_with_one_quote_until_the_submit_budget_ends(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> None:
-    bad = good_answer()
-    del bad["candidates"][0]["evidence"][1]
-    fake.add(*reading_turns(), submit(bad), submit(bad), submit(bad), submit(good_answer()))
+    def bad(n: int) -> dict[str, Any]:  # three different answers with the same fault (an identical one is a repeat)
+        answer = good_answer()
+        del answer["candidates"][0]["evidence"][1]
+        answer["candidates"][0]["gist"] += " " * n
+        return answer
+
+    fake.add(*reading_turns(), submit(bad(1)), submit(bad(2)), submit(bad(3)), submit(good_answer()))
     result = run(fake, wh, tmp_path)
     assert (result.outcome, result.exit_code) == ("budget", 1)
     assert "submit" in (result.reason or "")

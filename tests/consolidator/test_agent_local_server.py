@@ -230,6 +230,28 @@ def test_the_same_search_again_and_again_ends_with_budget(fake: FakeOpenAI, wh: 
     assert result.run.used.repeated_calls == MAX_REPEATS and fake.remaining == 1
 
 
+def test_the_same_refused_answer_many_times_in_one_reply_costs_one_attempt(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> None:
+    """Seen on the bench: the 0.5B model wrote one placeholder answer nine times in a reply."""
+    placeholder = {"candidates": ["<candidates here>"], "commitments": [], "readSessionIds": []}
+    fake.add(text_turn("\n".join(f"<tool_call>{json.dumps({'name': 'submit_answer', 'arguments': placeholder})}</tool_call>"
+                                 for _ in range(9))))
+    result = run(fake, wh, tmp_path)
+    assert result.outcome == "budget" and "repeat budget spent" in (result.reason or "")
+    assert result.run.attempts == 1 and result.run.used.repeated_calls == MAX_REPEATS
+    assert len(json.loads((result.out_dir / "problems.json").read_text())) == 1
+    log = jsonl(result.out_dir / "tool_calls.jsonl")
+    assert [t["name"] for t in log] == ["submit_answer"] * (1 + MAX_REPEATS) and not any(t["ok"] for t in log)
+
+
+def test_a_refused_answer_sent_again_after_reading_is_not_checked_again(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> None:
+    bad = {"candidates": [], "commitments": [], "readSessionIds": ["nope"]}
+    fake.add(submit(bad), *reading_turns(), submit(bad), submit(good_answer()))
+    result = run(fake, wh, tmp_path, budgets=Budgets(max_submits=2))
+    assert result.outcome == "accepted" and result.run.attempts == 2
+    again = json.loads(tool_results(fake.requests[4])[-1])["error"]
+    assert "already submitted exactly like this and refused" in again and "(tool call 1)" in again
+
+
 def test_a_result_too_big_for_the_window_is_refused_and_the_batch_goes_on(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> None:
     whole = call("read_lines", {"sessionId": A1, "start": 1, "end": 45, "width": 4000})
     fake.add(tool_turn(whole, prompt_tokens=3000, completion_tokens=20),
