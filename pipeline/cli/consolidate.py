@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from pipeline.cli.main import add_db, add_json, print_json
+from pipeline.cli.model_options import add_model_options, model_options
 from pipeline.consolidator import pending
 from pipeline.consolidator.artifact import Budgets
 from pipeline.consolidator.batch import parse_session_ids, run_batch
@@ -58,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="retries of one model request on 429/5xx/timeouts (default 2)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="seconds to wait for one model reply (default 120)")
+    add_model_options(p, retries_and_timeout=False)
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_consolidate)
@@ -98,7 +100,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     result = run_batch(
         ids, db=args.db, batch_input=args.input, engine=args.engine, model=args.model, base_url=args.base_url,
         out_dir=args.out, runs=args.runs, budgets=budgets, run_id=args.run_id, batch_id=args.batch_id,
-        max_retries=args.max_retries, timeout=args.timeout, on_event=_progress,
+        on_event=_progress, **model_options(args),
     )
     if args.json:
         print_json(result.to_json())

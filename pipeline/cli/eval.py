@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from pipeline.cli.main import add_db, add_json, print_json
+from pipeline.cli.model_options import add_model_options, model_options
 from pipeline.consolidator.context import Event
 from pipeline.consolidator.engine import engine_choices
 
@@ -28,6 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", metavar="M", help="model name for the openai engine (env PIPELINE_MODEL)")
     p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
     p.add_argument("--out", metavar="DIR", help="folder for the batches' artifact folders (default: a new temporary folder)")
+    for name in ("max-tool-calls", "max-submits", "max-tokens", "max-seconds"):
+        p.add_argument(f"--{name}", type=float if name == "max-seconds" else int, metavar="N",
+                       help="per-batch budget (default: the engine's)")
+    add_model_options(p)
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_eval)
@@ -44,6 +49,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     result = evaluate(
         args.gold, db=args.db, engine=args.engine, model=args.model, base_url=args.base_url,
         out_dir=args.out, on_event=_progress,
+        batch_options={**model_options(args), "budgets": {k: getattr(args, k) for k in (
+            "max_tool_calls", "max_submits", "max_tokens", "max_seconds")}},
     )
     for warning in result.warnings:
         sys.stderr.write(f"warning: {warning}\n")

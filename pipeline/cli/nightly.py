@@ -7,6 +7,7 @@ import sys
 
 from pipeline import config
 from pipeline.cli.main import add_db, add_json, add_wait, positive_int, print_json
+from pipeline.cli.model_options import add_model_options, model_options
 from pipeline.consolidator.engine import engine_choices
 from pipeline.nightly import driver as nightly
 
@@ -40,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="time zone of sessions whose transcript records none, for the cache report (env PIPELINE_TZ; default UTC)")
     p.add_argument("--model", help="openai engine: model (else PIPELINE_MODEL)")
     p.add_argument("--base-url", help="openai engine: endpoint (else OPENAI_BASE_URL)")
+    add_model_options(p)
     p.add_argument("--max-sessions", type=positive_int, default=nightly.planner.MAX_SESSIONS, metavar="N",
                    help="sessions per batch at most (default %(default)s)")
     p.add_argument("--max-bytes", type=positive_int, default=nightly.planner.MAX_BYTES, metavar="B",
@@ -62,6 +64,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions, max_bytes=args.max_bytes, cutover=args.cutover, cutover_version=args.cutover_version, tz=args.tz, wait=args.wait,
         executor=args.executor, scheduler=args.scheduler, batch_timeout=args.batch_timeout,
         budgets={k: getattr(args, k) for k in ("max_tool_calls", "max_submits", "max_tokens", "max_seconds")},
+        engine_options=model_options(args),
     )
     result = nightly.run_nightly(opts)
     if args.json:

@@ -112,6 +112,11 @@ class Used(_Doc):
     submits: int = 0
     tokens: int = 0
     seconds: float = 0.0
+    # How often the loop worked around the model (pipeline.consolidator.agent): tool calls read from
+    # the text of a reply, replies that carried no usable call, reading calls repeated (not run).
+    content_tool_calls: int = 0
+    nudges: int = 0
+    repeated_calls: int = 0
 
 
 class Tokens(_Doc):

@@ -193,6 +193,10 @@ def run_batch(
     timeout: float = 120.0,
     on_event: EventSink | None = None,
     client: OpenAI | None = None,
+    tool_choice: str | None = None,
+    parallel_tool_calls: bool | None = None,
+    context_tokens: int | None = None,
+    max_reply_tokens: int | None = None,
 ) -> BatchResult:
     """Consolidate one batch and write its artifact folder; returns how it ended.
 
@@ -205,8 +209,10 @@ def run_batch(
     the batch run (from that copy). `out_dir` is the batch folder itself; by default it is
     `<runs>/<YYYY-MM-DD>/<run-id>/<batch-id>/`. `budgets` is a Budgets or a mapping of its fields
     (None keeps a default); `max_retries` (0 or more) and `timeout` (seconds, above 0) apply to each
-    model request. `on_event` receives progress events (tool calls, model calls, submissions) as
-    they happen. Wrong invocations (no sessions, a budget or retry setting out of range, unknown
+    model request. `tool_choice` (auto | required), `parallel_tool_calls`, `context_tokens` (the
+    server's context window) and `max_reply_tokens` tune the openai engine for a local server; unset,
+    nothing is sent for them and no window is checked. `on_event` receives progress events (tool
+    calls, model calls, submissions) as they happen. Wrong invocations (no sessions, a budget or retry setting out of range, unknown
     session, no model for the openai engine) raise UsageError before anything is written.
     """
     ids = parse_session_ids(session_ids)
@@ -220,7 +226,9 @@ def run_batch(
     model = config.model_name(model)
     base_url = config.base_url(base_url)
     prepared = get_engine(chosen)(EngineOptions(
-        model=model, base_url=base_url, api_key=key, max_retries=max_retries, timeout=timeout, client=client))
+        model=model, base_url=base_url, api_key=key, max_retries=max_retries, timeout=timeout, client=client,
+        tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, context_tokens=context_tokens,
+        max_reply_tokens=max_reply_tokens))
     started_at = utc_now()
     source = prepare_input(ids, batch_input=batch_input) if batch_input is not None else None
 
@@ -328,6 +336,9 @@ def _finish(
             submits=result.submits,
             tokens=recorder.tokens_used(),
             seconds=round(ctx.elapsed(), 3),
+            content_tool_calls=recorder.content_calls,
+            nudges=recorder.nudges,
+            repeated_calls=recorder.repeats,
         ),
         tokens=recorder.tokens(),
         cached_share=recorder.cached_share(),

@@ -90,6 +90,11 @@ class Recorder:
     tool_calls: list[ToolCallRow] = field(default_factory=list)
     llm_calls: list[LlmCallRow] = field(default_factory=list)
     refused: list[RefusedAttempt] = field(default_factory=list)
+    # What the loop worked around: calls read from a reply's text, replies without a usable call,
+    # reading calls made again (not run).
+    content_calls: int = 0
+    nudges: int = 0
+    repeats: int = 0
 
     def tool(
         self,

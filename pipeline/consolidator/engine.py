@@ -55,6 +55,11 @@ class EngineOptions:
     max_retries: int = 2
     timeout: float = 120.0
     client: OpenAI | None = None  # tests hand the openai engine a client of their own
+    # Sent only when set; see pipeline.consolidator.agent.AgentConfig (local servers need them).
+    tool_choice: str | None = None
+    parallel_tool_calls: bool | None = None
+    context_tokens: int | None = None
+    max_reply_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -121,15 +126,23 @@ def openai_engine(options: EngineOptions) -> Prepared:
             "takes no key (or run the offline engine with --engine rules)"
         )
     # The openai client is imported only when this engine runs: it is slow to load.
-    from pydantic import SecretStr
+    from pydantic import SecretStr, ValidationError
 
     from pipeline.consolidator.agent import AgentConfig, run_agent
 
-    config = AgentConfig(
-        model=options.model, base_url=options.base_url,
-        api_key=SecretStr(options.api_key) if options.api_key else None,
-        max_retries=options.max_retries, timeout=options.timeout,
-    )
+    try:
+        config = AgentConfig(
+            model=options.model, base_url=options.base_url,
+            api_key=SecretStr(options.api_key) if options.api_key else None,
+            max_retries=options.max_retries, timeout=options.timeout,
+            tool_choice=options.tool_choice,  # checked by the model (auto | required)
+            parallel_tool_calls=options.parallel_tool_calls, context_tokens=options.context_tokens,
+            max_reply_tokens=options.max_reply_tokens,
+        )
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"--{'.'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        raise UsageError(f"bad option for the openai engine: {problems}") from None
     client = options.client
 
     def run(ctx: BatchContext, recorder: Recorder) -> EngineResult:

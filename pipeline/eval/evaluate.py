@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -568,10 +568,13 @@ def evaluate(
     out_dir: str | Path | None = None,
     on_event: EventSink | None = None,
     client: Any | None = None,
+    batch_options: Mapping[str, Any] | None = None,
 ) -> Evaluation:
     """Run `engine` over the gold file's reviewed sessions, batch by batch as the nightly planner
     forms them, and score the accepted answers. Writes only artifact folders under `out_dir` (a new
-    temporary folder by default); the warehouse is opened read-only and nothing is applied."""
+    temporary folder by default); the warehouse is opened read-only and nothing is applied.
+    `batch_options` are passed on to each `run_batch` (budgets, max_retries, timeout, tool_choice,
+    parallel_tool_calls, context_tokens)."""
     gold = load_gold(gold_path)
     key = api_key or os.environ.get("OPENAI_API_KEY") or None
     chosen, _why = resolve_engine(engine, api_key=key)
@@ -601,6 +604,7 @@ def evaluate(
         result = run_batch(
             b.session_ids, db=db, engine=chosen, model=model, base_url=base_url, api_key=key,
             out_dir=folder / b.batch_id, batch_id=b.batch_id, on_event=on_event, client=client,
+            **dict(batch_options or {}),
         )
         results.append(result)
         if result.answer is not None:

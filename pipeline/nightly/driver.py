@@ -55,6 +55,9 @@ CONSOLIDATE_NOTEBOOK = config.NOTEBOOKS / "consolidate.ipynb"
 CACHE_NOTEBOOK = config.NOTEBOOKS / "cache_anchoring.ipynb"
 REPORT_NOTEBOOK = config.NOTEBOOKS / "night_report.ipynb"
 TERMINAL = ("applied", "refused", "no-answer", "failed")
+# Notebook parameters of notebooks/consolidate.ipynb that carry NightlyOptions.engine_options.
+ENGINE_OPTION_PARAMETERS = ("max_retries", "timeout", "tool_choice", "parallel_tool_calls", "context_tokens",
+                            "max_reply_tokens")
 
 
 class NightlyOptions(BaseModel):
@@ -73,6 +76,9 @@ class NightlyOptions(BaseModel):
     max_sessions: int = Field(default=planner.MAX_SESSIONS, ge=1)
     max_bytes: int = Field(default=planner.MAX_BYTES, ge=1)
     budgets: dict[str, Any] = Field(default_factory=dict)
+    # The openai engine's options for a local server (max_retries, timeout, tool_choice,
+    # parallel_tool_calls, context_tokens, max_reply_tokens): passed to each batch's notebook when set.
+    engine_options: dict[str, Any] = Field(default_factory=dict)
     batch_timeout: float = Field(default=3600.0, gt=0)
     executor: str = "local"     # local | dask
     scheduler: str | None = None  # the Dask scheduler's address, for --executor dask
@@ -376,6 +382,9 @@ def batch_parameters(b: BatchOutcome, engine: str, db: Path, opts: NightlyOption
     for k in ("max_tool_calls", "max_submits", "max_tokens", "max_seconds"):
         if opts.budgets.get(k) is not None:
             params[k] = opts.budgets[k]
+    for k in ENGINE_OPTION_PARAMETERS:
+        if opts.engine_options.get(k) is not None:
+            params[k] = opts.engine_options[k]
     return params
 
 

@@ -219,11 +219,11 @@ def test_the_openai_engine_against_the_fake_server(wh: Path, fake: FakeOpenAI, t
 
 def test_a_failed_batch_exits_1_and_is_named(wh: Path, fake: FakeOpenAI, tmp_path: Path, capsys) -> None:
     g = write_jsonl(tmp_path / "g.jsonl", reviewed(A1))
-    # An empty script: the fake answers 500 at once, so the batch ends in error.
+    # An empty script: the fake answers 500 to every request, so the batch ends refused.
     code, out, _ = run(capsys, ["eval", "--gold", str(g), "--db", str(wh), "--engine", "openai", "--model", "m",
-                                "--base-url", fake.base_url, "--out", str(tmp_path / "out")])
+                                "--base-url", fake.base_url, "--out", str(tmp_path / "out"), "--max-retries", "0"])
     assert code == 1
-    assert "ended error" in out and "proposed nothing" in out
+    assert "ended refused" in out and "proposed nothing" in out
 
 
 def test_a_malformed_gold_file_is_refused_with_file_line_field(wh: Path, tmp_path: Path, capsys) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pipeline.cli.main import main
-from pipeline.consolidator.agent import FIRST_MESSAGE, NUDGE
+from pipeline.consolidator.agent import FIRST_MESSAGE, MAX_UNUSABLE, NUDGE, SERVER_NUDGE
 from pipeline.consolidator.artifact import Budgets, load_artifact
 from pipeline.consolidator.batch import BatchResult, run_batch
 from pipeline.consolidator.context import Event
@@ -265,9 +265,13 @@ def test_a_fabricated_session_id(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> 
 
 
 def test_a_candidate_with_one_quote_until_the_submit_budget_ends(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> None:
-    bad = good_answer()
-    del bad["candidates"][0]["evidence"][1]
-    fake.add(*reading_turns(), submit(bad), submit(bad), submit(bad), submit(good_answer()))
+    def bad(n: int) -> dict[str, Any]:  # three different answers with the same fault (an identical one is a repeat)
+        answer = good_answer()
+        del answer["candidates"][0]["evidence"][1]
+        answer["candidates"][0]["gist"] += " " * n
+        return answer
+
+    fake.add(*reading_turns(), submit(bad(1)), submit(bad(2)), submit(bad(3)), submit(good_answer()))
     result = run(fake, wh, tmp_path)
     assert (result.outcome, result.exit_code) == ("budget", 1)
     assert "submit" in (result.reason or "")
@@ -337,15 +341,18 @@ def test_an_unknown_tool(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> None:
 
 
 def test_no_tool_call_at_all(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> None:
-    fake.add(text_turn("Here is my summary of the sessions."), text_turn("As I said, the sessions look fine."))
+    fake.add(text_turn("Here is my summary of the sessions."), text_turn("As I said, the sessions look fine."),
+             text_turn("Nothing more to add."))
     result = run(fake, wh, tmp_path)
-    assert (result.outcome, result.exit_code) == ("error", 1)
-    assert "without calling a tool" in (result.reason or "")
-    assert len(fake.requests) == 2
+    assert (result.outcome, result.exit_code) == ("refused", 1)
+    assert f"no usable tool call in {MAX_UNUSABLE} replies in a row" in (result.reason or "")
+    assert "the reply called no tool" in (result.reason or "")
+    assert len(fake.requests) == MAX_UNUSABLE
     nudge = fake.requests[1]["messages"][-1]
     assert nudge == {"role": "user", "content": NUDGE}
     assert fake.requests[1]["messages"][-2] == {"role": "assistant", "content": "Here is my summary of the sessions."}
     assert "answer.json" not in files(result.out_dir)
+    assert result.run.used.nudges == MAX_UNUSABLE
 
 
 def test_one_nudge_is_enough_for_a_model_that_recovers(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> None:
@@ -362,11 +369,15 @@ def test_429_then_success(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> None:
 
 
 def test_500_until_the_retries_run_out(fake: FakeOpenAI, wh: Path, tmp_path: Path) -> None:
-    fake.add(tool_turn(call("list_sessions")), *[HttpError(500, "upstream exploded", retry_after=0.01)] * 3)
+    """A 500 the client's retries do not cure is read as a reply the server could not use: the loop
+    asks again with a correction, and ends the batch refused when it keeps happening."""
+    fake.add(tool_turn(call("list_sessions")), *[HttpError(500, "upstream exploded", retry_after=0.01)] * 9)
     result = run(fake, wh, tmp_path, max_retries=2)
-    assert (result.outcome, result.exit_code) == ("error", 1)
-    assert "HTTP 500" in (result.reason or "") and "2 retries" in (result.reason or "")
-    assert len(fake.requests) == 4 and fake.remaining == 0
+    assert (result.outcome, result.exit_code) == ("refused", 1)
+    assert "HTTP 500" in (result.reason or "") and "upstream exploded" in (result.reason or "")
+    assert "2 retries" in (result.reason or "")
+    assert len(fake.requests) == 10 and fake.remaining == 0
+    assert fake.requests[4]["messages"][-1] == {"role": "user", "content": SERVER_NUDGE}
     assert len(jsonl(result.out_dir / "llm_calls.jsonl")) == 1
     assert "answer.json" not in files(result.out_dir) and (result.out_dir / "run.json").exists()
 

@@ -120,9 +120,9 @@ def test_a_second_run_replaces_the_first(wh: Path, tmp_path: Path, fake: FakeOpe
     out = tmp_path / "b"
     assert run_batch([A1, A2], db=wh, engine="rules", out_dir=out).accepted
     (out / "notebook.ipynb").write_text("{}")
-    fake.add(text_turn("no"), text_turn("still no"))
+    fake.add(text_turn("no"), text_turn("still no"), text_turn("no again"))
     result = run_batch([A1, A2], db=wh, engine="openai", model="m", base_url=fake.base_url, out_dir=out, max_retries=0)
-    assert result.outcome == "error"
+    assert result.outcome == "refused"
     assert not (out / "answer.json").exists() and (out / "notebook.ipynb").exists()
     assert read(out / "manifest.json")["engine"] == "openai"
 
@@ -217,11 +217,11 @@ def test_the_verb_json_and_pending(wh: Path, tmp_path: Path, capsys: pytest.Capt
 
 def test_the_verb_exit_1_when_nothing_is_accepted(wh: Path, tmp_path: Path, fake: FakeOpenAI,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    fake.add(text_turn("no"), text_turn("no"))
+    fake.add(text_turn("no"), text_turn("no"), text_turn("no"))
     code = main(["consolidate", "--sessions", A1, "--engine", "openai", "--model", "m", "--base-url", fake.base_url,
                  "--max-retries", "0", "--out", str(tmp_path / "b"), "--db", str(wh), "--json"])
     doc = json.loads(capsys.readouterr().out)
-    assert code == 1 and doc["outcome"] == "error" and "tool" in doc["reason"]
+    assert code == 1 and doc["outcome"] == "refused" and "tool" in doc["reason"]
 
 
 @pytest.mark.parametrize(

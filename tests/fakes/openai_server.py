@@ -27,7 +27,11 @@ step fixes it, the number of leading characters that prompt shares with the prom
 request answered by a `Turn` (errors do not count), divided by 4 (rounded down) and never more than
 `prompt_tokens`. The first answered request therefore reports 0 cached tokens, and a conversation
 that only appends messages reports most of its prefix as cached, roughly as a provider's prefix cache
-would. A step's `cache_write_tokens`, when set, is sent in `prompt_tokens_details` as well.
+would. A step's `cache_write_tokens`, when set, is sent in `prompt_tokens_details` as well. Real
+servers report less, or elsewhere: a `Turn` can leave out `prompt_tokens_details` or the whole
+`usage`, and can add llama.cpp's `timings` (`cache_n`, `prompt_n`, `prompt_ms`) from the same figures.
+`llama_cpp_parse_error()` is the HTTP 500 llama.cpp answers when it cannot parse the model's reply
+as a tool call.
 
 When the script runs out the server answers 500 with `x-should-retry: false` and a message saying
 so, which the client raises at once as `openai.InternalServerError`.
@@ -50,6 +54,7 @@ import pytest
 from openai import OpenAI
 
 __all__ = [
+    "LLAMA_CPP_PARSE_ERROR",
     "Dynamic",
     "FakeOpenAI",
     "HttpError",
@@ -61,6 +66,7 @@ __all__ = [
     "delayed",
     "fake_openai",
     "last_tool_result",
+    "llama_cpp_parse_error",
     "text_turn",
     "tool_results",
     "tool_turn",
@@ -95,6 +101,12 @@ class Turn:
     cached_tokens: int | None = None  # default: the common prefix with the previous request
     cache_write_tokens: int | None = None  # sent only when set
     delay: float = 0.0
+    # How the figures are reported, as servers differ: `cache_details=False` leaves
+    # prompt_tokens_details out of usage, `usage=False` leaves usage out, and `timings=True` adds
+    # llama.cpp's `timings` object (cache_n = cached tokens, prompt_n = the rest, prompt_ms).
+    usage: bool = True
+    cache_details: bool = True
+    timings: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,6 +168,16 @@ def tool_turn(
 def text_turn(text: str, *, cached_tokens: int | None = None, prompt_tokens: int | None = None) -> Turn:
     """An assistant turn with plain text and no tool call."""
     return Turn(content=text, cached_tokens=cached_tokens, prompt_tokens=prompt_tokens)
+
+
+# What llama.cpp's server answers when the model's reply cannot be parsed as the tool call the
+# request asked for (seen with a reply that was JSON but not a call, under tool_choice "auto").
+LLAMA_CPP_PARSE_ERROR = "Failed to parse input at pos 0: {\"candidates\": []}"
+
+
+def llama_cpp_parse_error() -> HttpError:
+    """The HTTP 500 llama.cpp's server sends for a reply it could not turn into a tool call."""
+    return HttpError(500, LLAMA_CPP_PARSE_ERROR, error_type="server_error", headers={"x-should-retry": "false"})
 
 
 def delayed(seconds: float, step: Step) -> Step:
@@ -317,12 +339,15 @@ class FakeOpenAI:
         details: Json = {"cached_tokens": cached}
         if turn.cache_write_tokens is not None:
             details["cache_write_tokens"] = turn.cache_write_tokens
-        return {
+        usage: Json = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion,
             "total_tokens": prompt_tokens + completion,
-            "prompt_tokens_details": details,
         }
+        if turn.cache_details:
+            usage["prompt_tokens_details"] = details
+        usage["_cached"] = cached  # for `timings`; never sent under this name
+        return usage
 
     def _completion(self, body: Json, turn: Turn) -> Json:
         with self._lock:
@@ -341,15 +366,21 @@ class FakeOpenAI:
             message["tool_calls"] = calls
         finish = turn.finish_reason or ("tool_calls" if calls else "stop")
         reply_text = (turn.content or "") + "".join(c["function"]["arguments"] for c in calls)
+        usage = self._usage(body, turn, reply_text)
         response: Json = {
             "id": f"chatcmpl-fake-{number}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": str(body.get("model") or self.model),
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": self._usage(body, turn, reply_text),
             "system_fingerprint": "fake",
         }
+        if turn.usage:
+            response["usage"] = {k: v for k, v in usage.items() if k != "_cached"}
+        if turn.timings:
+            prompt_n = usage["prompt_tokens"] - usage["_cached"]
+            response["timings"] = {"cache_n": usage["_cached"], "prompt_n": prompt_n, "prompt_ms": float(prompt_n),
+                                   "predicted_n": usage["completion_tokens"], "predicted_ms": 1.0}
         with self._lock:
             self.responses.append(response)
         return response

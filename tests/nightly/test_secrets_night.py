@@ -240,8 +240,10 @@ def openai_night(tmp_path_factory) -> tuple[Path, dict[str, str], dict[str, Any]
     def build(tmp: Path) -> dict[str, Any]:
         planted = planted_samples(tmp / "samples")
         with FakeOpenAI([Dynamic(scripted_model) for _ in range(40)]) as fake:
+            # With the options of a local server, which reach each batch's notebook as parameters.
             summary = run_night(tmp, tmp / "samples", "--engine", "openai", "--model", "fake-model",
-                                "--base-url", fake.base_url)
+                                "--base-url", fake.base_url, "--tool-choice", "required", "--no-parallel-tool-calls",
+                                "--context-tokens", "131072", "--timeout", "60", "--max-retries", "1")
             requests = list(fake.requests)
         return {"dir": str(tmp), "planted": planted, "summary": summary, "requests": requests}
 
@@ -253,6 +255,7 @@ def test_an_openai_night_sends_no_secret_to_the_model_and_leaks_nothing(openai_n
     tmp, planted, summary, requests = openai_night
     assert [b["status"] for b in summary["batches"]] == ["applied"], summary
     assert len(requests) >= 4
+    assert {(r["tool_choice"], r["parallel_tool_calls"], r["max_tokens"]) for r in requests} == {("required", False, 4096)}
     parts = secret_parts(planted)
     sent = {f"request {i + 1}": json.dumps(body, ensure_ascii=False) for i, body in enumerate(requests)}
     assert_nothing_leaks(sent, parts)
