@@ -45,11 +45,14 @@ def db_path(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def samples_warehouse(tmp_path_factory) -> Path:
     """The sample corpus ingested once per test process; tests that write must copy it first."""
+    from pipeline.calls import rates
     from pipeline.warehouse import ingest
 
     path = tmp_path_factory.mktemp("samples") / "w.duckdb"
-    with db.writing(path) as con:
-        assert not ingest.ingest(con, [SAMPLES]).errors
+    with db.writing(path) as con:  # as `pipeline ingest` does it
+        report = ingest.ingest(con, [SAMPLES])
+        assert not report.errors
+        rates.store_after_ingest(con, report.warnings)
     return path
 
 

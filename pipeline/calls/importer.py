@@ -26,9 +26,9 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from pydantic.alias_generators import to_camel
 
 from pipeline.calls import conventions, files
+from pipeline.calls import rates as price_rates
 from pipeline.calls.conventions import CONTEXT_DEFAULTS, FORMATS, MAPPABLE, TOKEN_COLUMNS, Format
 from pipeline.errors import UsageError
-from pipeline.usage import price_rates
 from pipeline.warehouse import db
 
 # The rows handed to DuckDB, in llm_calls' own column names and types.

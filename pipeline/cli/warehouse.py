@@ -86,6 +86,7 @@ def _add_redact(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from pipeline.calls import rates
     from pipeline.warehouse import ingest  # numpy and pyarrow: only ingest needs them
 
     # Nothing new (the usual nightly case on a quiet day): answered without a write session.
@@ -93,6 +94,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if report is None:
         with db.writing(args.db, wait=args.wait) as con:
             report = ingest.ingest(con, args.paths, progress=not args.json)
+            rates.store_after_ingest(con, report.warnings)
     for warning in report.warnings:
         sys.stderr.write(f"warning: {warning}\n")
     if args.json:

@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline import config
+from pipeline.calls import rates
 from pipeline.consolidator import pending
 from pipeline.consolidator.batch import new_run_id
 from pipeline.consolidator.batch_input import INPUT_DIR, discard, write_inputs
@@ -195,6 +196,7 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
                         say(f"run {earlier} is marked interrupted: {why_}")
                     if opts.sources:
                         report = ingest.ingest(con, opts.sources, progress=True)
+                        rates.store_after_ingest(con, report.warnings)
                         for w in report.warnings:
                             say(f"warning: {w}")
                         result.ingest_summary = report.summary()

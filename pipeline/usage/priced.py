@@ -6,7 +6,7 @@ seconds; a polars frame still cost half a second of imports and copies) made `us
 the grouped rows come back.
 
 A price depends on the model, the source and the UTC day, and a call's prompt length picks its tier.
-Each distinct (model, source, day) is priced once (`pipeline.usage.price_rates`: genai-prices' data,
+Each distinct (model, source, day) is priced once (`pipeline.calls.rates`: genai-prices' data,
 the price in force that day), one rate row per tier covering the prompt lengths `(lo, hi]`, kept in
 the `price_rates` table by every ingest. A call's cost is its token counts times its tier's rates, exactly as
 `prices.call_cost` adds them for one call; a call whose model has no price has a NULL cost, and the
@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline.usage import price_rates
+from pipeline.calls import rates as price_rates
 
 # The calls, one row each, with the session ccusage would group them under (a Claude Code subagent
 # counts with the session that spawned it), the project, the UTC day the price is taken on, the local

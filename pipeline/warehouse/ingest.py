@@ -740,21 +740,8 @@ def ingest(
     files = discover(paths, report.warnings)
     with memory.bounded(con), background_writeback(_file_of(con)):
         _run(con, files, report, progress)
-        _price_new_days(con, report)
     report.files.sort(key=lambda f: f.path)
     return report
-
-
-def _price_new_days(con: duckdb.DuckDBPyConnection, report: IngestReport) -> None:
-    """The list rates of the days the calls now hold, so that usage answers need no price data."""
-    from pipeline.usage import price_rates
-
-    try:
-        with atomic(con):
-            price_rates.store(con)
-    except duckdb.Error as exc:  # the reports price what the table lacks themselves, only slower
-        report.warnings.append(f"pricing the new days' calls: {str(exc).splitlines()[0]}; usage reports will price them "
-                               "as they run until the next ingest")
 
 
 def unchanged(db_file: str | Path | None, paths: Sequence[str | os.PathLike[str]]) -> IngestReport | None:

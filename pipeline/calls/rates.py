@@ -6,7 +6,8 @@ its calls' cost is NULL and the reports say it is unpriced instead of pricing it
 
 Loading the price data costs a quarter of a second, as much as a whole usage answer may take on a
 heavy home. So every ingest prices the days it added (`store`, into the `price_rates` table, under the
-name of the genai-prices release that priced them), and a report reads the table. What the table
+name of the genai-prices release that priced them: `pipeline ingest` and the nightly driver call it
+after the ingest), and a report reads the table (`pipeline.usage.priced`). What the table
 lacks (calls of another source, a warehouse last written before a genai-prices upgrade, which a
 read-only report cannot write) is priced on the spot (`missing`) and bound to the query.
 """
@@ -99,4 +100,18 @@ def store(con: duckdb.DuckDBPyConnection) -> int:
     return len(rows["model"])
 
 
-__all__ = ["COLUMNS", "missing", "priced", "release", "store"]
+def store_after_ingest(con: duckdb.DuckDBPyConnection, warnings: list[str]) -> None:
+    """`store`, in a transaction of its own, right after an ingest committed its groups (the ingest's
+    callers run it: the warehouse stage knows nothing of prices). A failure costs only speed: the
+    reports price what the table lacks as they run, so it becomes a warning."""
+    from pipeline.warehouse.transaction import atomic
+
+    try:
+        with atomic(con):
+            store(con)
+    except duckdb.Error as exc:
+        warnings.append(f"pricing the new days' calls: {str(exc).splitlines()[0]}; usage reports will price them "
+                        "as they run until the next ingest")
+
+
+__all__ = ["COLUMNS", "missing", "priced", "release", "store", "store_after_ingest"]

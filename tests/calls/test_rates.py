@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
+from pipeline.calls import rates as price_rates
 from pipeline.consolidator import tools
-from pipeline.usage import price_rates, usage_report
+from pipeline.usage import usage_report
 from pipeline.usage.session_table import session_table
 from pipeline.warehouse import db
+from tests.helpers import SAMPLES
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -33,7 +35,11 @@ def _answers(path: Path) -> list[Any]:
             session_table(con, tools.list_sessions(con, redact=False))]
 
 
-def test_every_ingest_prices_every_day_of_the_calls(wh: Path) -> None:
+def test_every_ingest_prices_every_day_of_the_calls(tmp_path: Path) -> None:
+    from pipeline.cli import main
+
+    wh = tmp_path / "w.duckdb"
+    assert main(["ingest", str(SAMPLES), "--db", str(wh)]) == 0
     with db.reading(wh) as con:
         release = price_rates.release()
         unpriced = con.execute(
