@@ -26,16 +26,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.collect()
     gc.freeze()
 
-# The tests that take a minute or more on their own (the docs' examples run a night and forty blocks;
-# the site builds): collected first, so that a worker starts them at once instead of the suite
-# waiting on one of them at its end.
-_FIRST = ("tests/docs/test_snippets.py", "tests/docs/test_site.py")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not item.nodeid.startswith(_FIRST))  # stable: the rest keep their order
-
-
 # Tests never talk to a real model endpoint, whatever the developer's shell has configured, and run
 # with the package's own memory caps.
 for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PIPELINE_DB", "PIPELINE_CORPUS", "PIPELINE_RUNS", "PIPELINE_MODEL",
