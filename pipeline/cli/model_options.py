@@ -11,6 +11,7 @@ window is full (`--max-reply-tokens`). Unset options are not sent.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["add_model_options", "model_options"]
@@ -18,24 +19,23 @@ __all__ = ["add_model_options", "model_options"]
 _NAMES = ("max_retries", "timeout", "tool_choice", "parallel_tool_calls", "context_tokens", "max_reply_tokens")
 
 
-def _window(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens") from None
-    if value < 1024:
-        raise argparse.ArgumentTypeError(f"{value} tokens is too small a context window; give the server's (1024 or more)")
-    return value
+def _tokens(minimum: int, too_few: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of tokens, at least `minimum` (`too_few` says why, given the number)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(too_few.format(value=value))
+        return value
+
+    return parse
 
 
-def _reply(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens") from None
-    if value < 16:
-        raise argparse.ArgumentTypeError(f"{value} tokens is too short for any tool call; give 16 or more")
-    return value
+_window = _tokens(1024, "{value} tokens is too small a context window; give the server's (1024 or more)")
+_reply = _tokens(16, "{value} tokens is too short for any tool call; give 16 or more")
 
 
 def add_model_options(p: argparse.ArgumentParser, *, retries_and_timeout: bool = True) -> None:
