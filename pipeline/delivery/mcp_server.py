@@ -13,6 +13,8 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -59,6 +61,11 @@ def _as_tool_error(fn: F) -> F:
             return fn(*args, **kwargs)
         except PipelineError as exc:
             raise McpToolError(str(exc)) from None
+        except Exception:
+            # The SDK answers the agent "Error executing tool" and keeps the exception to itself: the
+            # host's server log (stderr) is where the cause can be read.
+            traceback.print_exc(file=sys.stderr)
+            raise
 
     return call  # type: ignore[return-value]
 
