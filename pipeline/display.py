@@ -14,3 +14,8 @@ def plain(value: Any) -> Any:
     if isinstance(value, dt.date | dt.time):
         return value.isoformat()
     return value if isinstance(value, str | int | float | bool) or value is None else str(value)
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` with its noun in the right number: "1 memory", "2 memories", "1,204 sessions"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -57,6 +57,7 @@ from pipeline.calls.prices import (
     database_version,
     load_prices,
 )
+from pipeline.display import counted
 from pipeline.errors import OutcomeError, UsageError
 
 __all__ = [
@@ -401,10 +402,6 @@ def _session_cells(classified: pl.DataFrame) -> np.ndarray:
     return values
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
-
-
 def _did(totals: np.ndarray, numerator: int, denominator: int) -> np.ndarray:
     """DiD over the last two axes of ``totals`` (..., 4 cells, 4 sums); NaN where a cell is empty."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -431,7 +428,7 @@ def did_effect(
     counts = {f"{g}_{p}": int(totals[i, 3]) for i, (g, p) in enumerate(_CELLS)}
     cell_sessions = {f"{g}_{p}": int((values[:, i, 3] > 0).sum()) for i, (g, p) in enumerate(_CELLS)}
     short = [
-        f"{_CELL_WORDS[key]}: {_count(cell_sessions[key], 'session')}, {_count(counts[key], 'call')}"
+        f"{_CELL_WORDS[key]}: {counted(cell_sessions[key], 'session')}, {counted(counts[key], 'call')}"
         for key in counts if cell_sessions[key] < min_sessions or counts[key] < min_calls
     ]
     reason = (
@@ -742,8 +739,9 @@ def _spend_rows(cells: pl.LazyFrame, key: pl.Expr) -> list[dict[str, Any]]:
              pl.col("spend").sum().alias("spend_usd"), *[pl.col(c).sum() for c in _SPEND_PARTS],
              pl.col("lost").sum().alias("lost_usd"))
         .with_columns((pl.col("spend_usd") - pl.col("lost_usd")).alias("counterfactual_usd"))
-        # ties (unpriced calls spend nothing) in the order of their key, the same on every run
-        .sort(["spend_usd", "calls", "key"], descending=[True, True, False], nulls_last=True)
+        # ties (unpriced calls spend nothing, copied sessions spend the same) in the order of their
+        # key, the same on every run: a sum's last bits depend on the order its rows came in
+        .sort([pl.col("spend_usd").round(6), "calls", "key"], descending=[True, True, False], nulls_last=True)
         .head(SPEND_ROWS)
         .collect()
     )

@@ -70,21 +70,21 @@ DATE_SECTION = "current-date"
 _DATE_IN_SYSTEM = "[2, 1, 0]"
 
 _TEMPLATE = """
-WITH
+WITH{scope_cte}
 base AS (
     SELECT c.call_id, c.source, c.session_id, c."at", c.model, c.prompt_tokens, c.cached_tokens,
            c.cache_write_tokens, c.cache_write_1h_tokens, c.completion_tokens, c.line_no,
            c.changed_sections, c.true_cause, s.format, s.path, s.first_at AS session_first_at,
            c.source IN ('claude-code', 'codex') AND s.format IN ('claude-code', 'codex') AND c.line_no IS NOT NULL
                AS transcript
-    FROM llm_calls c LEFT JOIN sessions s ON s.session_id = c.session_id
-    WHERE c."at" IS NOT NULL AND c.session_id IS NOT NULL
+    FROM llm_calls c LEFT JOIN {scope} s ON s.session_id = c.session_id
+    WHERE c."at" IS NOT NULL AND c.session_id IS NOT NULL{c_in_range}
 ),
 -- Transcript lines that may be markers: plain substring tests first, JSON only on what passes.
 cand AS MATERIALIZED (
     SELECT l.session_id, l.line_no, l.text, s.format
-    FROM lines l JOIN sessions s USING (session_id)
-    WHERE s.format IN ('claude-code', 'codex')
+    FROM lines l JOIN {scope} s USING (session_id)
+    WHERE s.format IN ('claude-code', 'codex'){l_in_range}
       AND (contains(l.text, 'compact_boundary') OR contains(l.text, 'isCompactSummary') OR contains(l.text, '"compacted"')
            OR contains(l.text, '"date_change"') OR contains(l.text, '<current_date>') OR contains(l.text, '<timezone>')
            OR contains(l.text, ' GMT-') OR contains(l.text, ' GMT+')
@@ -146,7 +146,7 @@ turns AS (
     -- Numbered per side of the file: an interleaved sidechain's prompts are turns of its own.
     SELECT m.session_id, m.line_no, m.side_line AND s.parent_session_id IS NULL AS side, m.asks_thinking,
            row_number() OVER (PARTITION BY m.session_id, m.side_line AND s.parent_session_id IS NULL ORDER BY m.line_no) AS turn_no
-    FROM markers m JOIN sessions s USING (session_id) WHERE m.kind = 'turn'
+    FROM markers m JOIN {scope} s USING (session_id) WHERE m.kind = 'turn'
 ),
 reviews AS (
     SELECT session_id, line_no, kind = 'review_start' AS in_review FROM markers WHERE kind IN ('review_start', 'review_end')
@@ -170,7 +170,7 @@ tz_file AS (
                epoch(TRY_STRPTIME(regexp_extract(s.path, 'rollout-([0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T[0-9]{{2}}-[0-9]{{2}}-[0-9]{{2}})', 1),
                                   '%Y-%m-%dT%H-%M-%S'))
                - epoch(timezone('UTC', coalesce(m.created, s.first_at))) AS secs
-        FROM sessions s
+        FROM {scope} s
         LEFT JOIN (SELECT session_id, arg_min(coalesce(created, m_at), line_no) AS created FROM markers WHERE kind = 'version' GROUP BY session_id) m
             USING (session_id)
         WHERE s.format = 'codex' AND s.first_at IS NOT NULL
@@ -189,7 +189,7 @@ session_tz AS (
            END AS tz,
            CASE WHEN n.tz IS NOT NULL THEN 'environment' WHEN d.hours IS NOT NULL THEN 'date_notice'
                 WHEN f.minutes IS NOT NULL THEN 'file_name' WHEN o.off IS NOT NULL THEN 'printed_time' END AS tz_source
-    FROM sessions s LEFT JOIN tz_named n USING (session_id) LEFT JOIN tz_notice d USING (session_id)
+    FROM {scope} s LEFT JOIN tz_named n USING (session_id) LEFT JOIN tz_notice d USING (session_id)
     LEFT JOIN tz_file f USING (session_id) LEFT JOIN tz_printed o USING (session_id)
 ),
 cc_line AS (
@@ -197,13 +197,13 @@ cc_line AS (
            coalesce(json_extract_string(l.text, '$.isSidechain') = 'true', false) AS sidechain,
            json_extract_string(l.text, '$.agentId') AS agent_id
     FROM base b JOIN lines l ON l.session_id = b.session_id AND l.line_no = b.line_no
-    WHERE b.format = 'claude-code' AND b.transcript
+    WHERE b.format = 'claude-code' AND b.transcript{l_in_range}
 ),
 -- What the transcript says at each call: the latest marker of each kind at or before its line
 -- (ASOF joins on narrow keys of transcript calls only: a wide or foreign row would be sorted for each).
 keys AS (
     SELECT b.call_id, b.session_id, b.line_no, coalesce(cc.sidechain, false) AND s.parent_session_id IS NULL AS side
-    FROM base b LEFT JOIN cc_line cc USING (call_id) LEFT JOIN sessions s ON s.session_id = b.session_id
+    FROM base b LEFT JOIN cc_line cc USING (call_id) LEFT JOIN {scope} s ON s.session_id = b.session_id
     WHERE b.transcript
 ),
 at_call AS (
@@ -233,7 +233,7 @@ conv0 AS (
            coalesce(z.tz, {tz}) AS tz, coalesce(z.tz_source, 'default') AS tz_source,
            bool_or(coalesce(p.cached_tokens, 0) > 0 OR coalesce(p.cache_write_tokens, 0) > 0)
                OVER (PARTITION BY p.session_id, p.model) AS cache_reported
-    FROM placed p LEFT JOIN sessions s ON s.session_id = p.session_id LEFT JOIN session_tz z ON z.session_id = p.session_id
+    FROM placed p LEFT JOIN {scope} s ON s.session_id = p.session_id LEFT JOIN session_tz z ON z.session_id = p.session_id
 ),
 -- A Codex side request (a review, a check Codex asks of the model between two turns of the main
 -- conversation): a much smaller prompt with no compaction before it, after which the main
@@ -369,17 +369,39 @@ _DEFAULTS = {
 }
 
 
-def classify_sql() -> str:
+def _ranges(*, lower: bool, upper: bool) -> dict[str, str]:
+    """The placeholders that restrict the statement to the sessions whose id is in [$lo, $hi), with
+    only the bounds a range has so that each reaches the table scans as a plain comparison; without
+    bounds they vanish, and the statement is the view's text exactly."""
+    if not (lower or upper):
+        return {"scope_cte": "", "scope": "sessions", "c_in_range": "", "l_in_range": ""}
+
+    def test(column: str) -> str:
+        return "".join(([f" AND {column} >= $lo"] if lower else []) + ([f" AND {column} < $hi"] if upper else []))
+
+    # Every window below is per session, so the ranges' results together are the whole's.
+    return {
+        "scope_cte": f"\nscope AS (SELECT * FROM sessions WHERE TRUE{test('session_id')}),",
+        "scope": "scope",
+        "c_in_range": test("c.session_id"),
+        "l_in_range": test("l.session_id"),
+    }
+
+
+def classify_sql(*, lower: bool = False, upper: bool = False) -> str:
     """The classification with bound parameters `$hit_share`, `$ttl` (NULL: the TTL in force),
-    `$tz` (the default time zone) and `$openai_ttl`."""
-    return _TEMPLATE.format(hit_share="$hit_share", ttl="$ttl::INTEGER", tz="$tz::VARCHAR", openai_ttl="$openai_ttl", **_DEFAULTS)
+    `$tz` (the default time zone) and `$openai_ttl`; with `lower`/`upper`, of the sessions whose id
+    is at least `$lo` / below `$hi` only."""
+    return _TEMPLATE.format(hit_share="$hit_share", ttl="$ttl::INTEGER", tz="$tz::VARCHAR", openai_ttl="$openai_ttl",
+                            **_ranges(lower=lower, upper=upper), **_DEFAULTS)
 
 
 def view_sql() -> str:
     """`CREATE VIEW cache_calls`: the classification with the default thresholds (constants of this
     module, not user input)."""
     body = _TEMPLATE.format(
-        hit_share=repr(HIT_SHARE), ttl="NULL::INTEGER", tz=f"'{DEFAULT_TZ}'", openai_ttl=str(OPENAI_TTL_SECONDS), **_DEFAULTS
+        hit_share=repr(HIT_SHARE), ttl="NULL::INTEGER", tz=f"'{DEFAULT_TZ}'", openai_ttl=str(OPENAI_TTL_SECONDS),
+        **_ranges(lower=False, upper=False), **_DEFAULTS,
     )
     return f"CREATE OR REPLACE VIEW cache_calls AS\n{body}"
 

@@ -47,10 +47,6 @@ def bounded(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
             con.execute("SET force_compression = ?", [previous[2] or "auto"])
 
 
-# What the cache classification may hold: it reads every transcript line that marks something (a
-# turn, a compaction, a date) and parses each several times, and DuckDB keeps a whole vector's parsed
-# JSON until the vector is done. At 1 GB it ran out on a 5 GB warehouse; at 2 GB it completes.
-CLASSIFY_MEMORY_LIMIT = "2GB"
 # The lake export writes each table in (session, line) order: sorting a gigabyte of lines ran out at
 # 1 GB on the bench's 1 GB warehouse.
 EXPORT_MEMORY_LIMIT = "4GB"
@@ -73,4 +69,4 @@ def at_least(con: duckdb.DuckDBPyConnection, limit: str) -> Iterator[None]:
                 con.execute("SET memory_limit = ?", [previous])
 
 
-__all__ = ["CLASSIFY_MEMORY_LIMIT", "EXPORT_MEMORY_LIMIT", "INGEST_MEMORY_LIMIT", "at_least", "bounded"]
+__all__ = ["EXPORT_MEMORY_LIMIT", "INGEST_MEMORY_LIMIT", "at_least", "bounded"]

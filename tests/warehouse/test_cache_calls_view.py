@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from pipeline.cache import causes
@@ -414,6 +415,43 @@ def test_classify_warehouse_is_the_view(tmp_path: Path) -> None:
     frame = causes.classify_warehouse(path)
     assert frame["cause"].cast(str).to_list() == _causes(_view(path, SID))
     assert frame["miss"].to_list() == [False, True]
+
+
+def test_classify_warehouse_range_by_range_is_the_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each session a range of its own, and a logged call whose session has no transcript and whose
+    # id falls between two ranges' sessions: the ranges together give the view's rows, every one.
+    compacted, updated = Claude(SID), Claude(SID2, version="2.1.3")
+    for cc in (compacted, updated):
+        cc.user(_s(0), "Plan the release")
+        cc.call(_s(5), read=0, write=40_000)
+    compacted.compact_boundary(_s(20))
+    compacted.call(_s(40), read=1_000, write=30_000)
+    updated.call(_s(40), read=0, write=41_000, version="2.1.4")
+    created = dt.datetime(2026, 3, 31, 14, 0, tzinfo=dt.UTC)
+    cx = Codex(CODEX_ID, created)
+    cx.user_turn(created, "Port the scheduler")
+    cx.call(created + dt.timedelta(seconds=5), prompt=100_000, cached=0)
+    cx.call(created + dt.timedelta(seconds=35), prompt=101_000, cached=99_000)
+    path = _warehouse(tmp_path, compacted, updated, cx)
+    between = SID + "-imported"  # sorts after SID and before SID2
+    with db.writing(path) as con:
+        for n, seconds in enumerate((0, 30)):
+            con.execute(
+                "INSERT INTO llm_calls (call_id, source, session_id, \"at\", model, prompt_tokens, cached_tokens) "
+                "VALUES (?, 'import:log', ?, ?, 'gpt-5.4', 50000, 0)",
+                [f"imported-{n}", between, _s(seconds)],
+            )
+    with db.reading(path) as con:
+        assert len(causes.session_ranges(con, 1)) == 3
+        whole = con.execute(
+            f'SELECT {_SELECT} FROM cache_calls ORDER BY session_id, "at", call_id'
+        ).fetchall()
+    monkeypatch.setattr(causes, "RANGE_BYTES", 1)
+    ranged = causes.classify_warehouse(path)
+    assert ranged.height == len(whole) == 8
+    assert [tuple(r) for r in ranged.select(pl.col(c).cast(pl.String) if c == "cause" else pl.col(c) for c in COLUMNS)
+            .iter_rows()] == whole
+    assert ranged.filter(pl.col("session_id") == between)["cause"].cast(str).to_list() == ["cold_start", "no_cache_reported"]
 
 
 def _versioned(tmp_path: Path) -> Path:
