@@ -97,7 +97,9 @@ def _summary(result: nightly.NightResult, args: argparse.Namespace) -> None:
         table.add_row(*[visible(r[c]) for c in keys])
     console.print(table)
     w = sys.stdout.write
-    w(f"sessions still pending: {result.pending_after}   wall time: {result.seconds:.1f} s\n")
+    phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result.phase_seconds.items())
+    w(f"sessions still pending: {result.pending_after}   wall time: {result.seconds:.1f} s"
+      + (f" ({phases})" if phases else "") + "\n")
     w(f"warehouse: {config.db_path(args.db).absolute()}\n")
     w(f"corpus:    {config.corpus_path(args.corpus).absolute()}\n")
     w(f"run:       {result.run_dir.absolute()}\n")

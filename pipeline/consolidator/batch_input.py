@@ -12,6 +12,8 @@ warehouse at all (the scale-out).
     input/watermarks.parquet    their watermarks            } what list_sessions needs for
     input/memory_links.parquet  their links to memories     } newFromLine and linkedMemories
     input/memories.parquet      the memories linked to them }
+    input/secret_scans.parquet  what earlier secret scans of these sessions found, and up to which
+    input/secret_values.parquet line (the batch detects secrets on the later lines only)
     input/batch.json            {sessionIds, createdAt, warehouse, rows}: written last, marks the input complete
 
 Lines are kept from line 1, not only from each session's `newFromLine`: `read_lines` may read any
@@ -58,6 +60,9 @@ _TABLES: dict[str, str] = {
     "watermarks": f"SELECT * FROM watermarks WHERE {_IN_BATCH}",
     "memory_links": f"SELECT * FROM memory_links WHERE {_IN_BATCH}",
     "memories": f"SELECT * FROM memories WHERE memory_id IN (SELECT memory_id FROM memory_links WHERE {_IN_BATCH})",
+    # What earlier scans found of secrets in these sessions' lines: the batch scans only the rest.
+    "secret_scans": f"SELECT * FROM secret_scans WHERE {_IN_BATCH}",
+    "secret_values": f"SELECT * FROM secret_values WHERE {_IN_BATCH}",
     # Every claim a reviewer took back, so the rules engine leaves it out of its answer.
     "dropped_memories": "SELECT kind, claim FROM dropped_memories WHERE len($ids::VARCHAR[]) >= 0",
 }
@@ -225,6 +230,8 @@ class BatchInput:
             con.execute("SET GLOBAL TimeZone = 'UTC'")  # GLOBAL: the cursors have it too
             for name in _VIEWS:
                 files = _lines_files(self.folder) if name == "lines" else [self.folder / f"{name}.parquet"]
+                if not files or not files[0].exists():
+                    continue  # an input written by an earlier version: its batch scans every line
                 con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_files(files)})")
             for ddl in TRANSCRIPT_VIEWS:
                 con.execute(ddl)

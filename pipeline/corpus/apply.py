@@ -33,7 +33,8 @@ import pyarrow as pa
 
 from pipeline import config
 from pipeline.consolidator import artifact
-from pipeline.consolidator.batch_secrets import scan_warehouse
+from pipeline.consolidator.batch_secrets import Scan, scan_warehouse
+from pipeline.consolidator.batch_secrets import store as store_scan
 from pipeline.consolidator.contract import Answer, Candidate, Commitment, check_answer, one_line, written_text
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.corpus import about as about_mod
@@ -107,10 +108,12 @@ class ApplyResult:
 
 
 def apply(artifact_dir: str | Path, *, db: str | Path | None = None, corpus: str | Path | None = None,
-          confidence_floor: float = tasks.CONFIDENCE_FLOOR) -> ApplyResult:
+          confidence_floor: float = tasks.CONFIDENCE_FLOOR, scan: Scan | None = None) -> ApplyResult:
     """Land one batch's artifact folder: its answer checked again against the warehouse `db`, its
     memories and tasks committed to the git `corpus`, its sessions watermarked. Commitments below
-    `confidence_floor` (0–1) are dropped."""
+    `confidence_floor` (0–1) are dropped. `scan`: the secrets of the batch's sessions as the night
+    read them from the warehouse after planning (never from the artifact); without it, or when it is
+    of other sessions, apply scans them itself."""
     if not 0.0 <= confidence_floor <= 1.0:
         raise UsageError(f"--confidence-floor {confidence_floor} must be between 0 and 1 (confidence is 0–1)")
     art = load(artifact_dir)
@@ -118,8 +121,11 @@ def apply(artifact_dir: str | Path, *, db: str | Path | None = None, corpus: str
     result = ApplyResult(art.artifact_id, m.run_id, m.batch_id, "applied")
     repo = Corpus(config.corpus_path(corpus))
     # Scanned before the writer opens, so the warehouse is held for writing no longer than before.
-    known = scan_warehouse(db, art.session_ids)
+    if scan is None or set(scan.sessions) != set(art.session_ids):
+        scan = scan_warehouse(db, art.session_ids)
+    known = scan.known
     with warehouse.writing(db) as con:
+        store_scan(con, scan)  # the night's report and later nights read these lines' secrets from here
         if warehouse.one(con, "SELECT 1 FROM applied_artifacts WHERE artifact_id = ?", [art.artifact_id]):
             result.status = "already-applied"
             return result

@@ -27,6 +27,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,10 @@ from pipeline.calls import rates
 from pipeline.consolidator import pending
 from pipeline.consolidator.batch import new_run_id
 from pipeline.consolidator.batch_input import INPUT_DIR, discard, write_inputs
+from pipeline.consolidator.batch_secrets import Scan, scan_warehouse
 from pipeline.consolidator.engine import resolve_engine
 from pipeline.corpus import apply as apply_mod
+from pipeline.display import counted
 from pipeline.errors import ReportError, UsageError
 from pipeline.faults import crash_point
 from pipeline.nightly import executors, papermill_server, planner
@@ -133,6 +136,8 @@ class NightResult:
     # them (db.WriteSession.concurrency_seconds), and writing the batch inputs.
     publish_seconds: float = 0.0
     inputs_seconds: float = 0.0
+    # Where the night's time went, phase by phase (the write lock's waits included in each).
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -146,6 +151,7 @@ class NightResult:
             "pendingAfter": self.pending_after, "report": str(self.report) if self.report else None,
             "reportNote": self.report_note, "seconds": round(self.seconds, 2),
             "publishSeconds": round(self.publish_seconds, 2), "inputsSeconds": round(self.inputs_seconds, 2),
+            "phaseSeconds": {k: round(v, 2) for k, v in self.phase_seconds.items()},
             "exitCode": self.exit_code,
         }
 
@@ -189,6 +195,14 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
         if lock.previous and lock.previous.get("runId"):
             say(f"taking over from interrupted run {lock.previous['runId']} (pid {lock.previous.get('pid')} is gone)")
         recorded = False
+        phase = time.monotonic()
+
+        def ended(name: str) -> None:
+            nonlocal phase
+            now = time.monotonic()
+            result.phase_seconds[name] = now - phase
+            phase = now
+
         try:
             with warehouse.write_session(db, wait=opts.wait, say=say) as session:
                 with warehouse.writing(db) as con:
@@ -206,6 +220,7 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
                         [run_id, dt.datetime.now(dt.UTC), engine, opts.model, json.dumps({"day": day, "sources": opts.sources})],
                     )
                 recorded = True
+                ended("ingest")
                 crash_point("nightly:ingested")
 
                 result.recovered = _land_leftovers(db, runs_root, opts, say)
@@ -230,26 +245,32 @@ def run_nightly(opts: NightlyOptions, *, say: Say = _stderr) -> NightResult:
                 crash_point("nightly:planned")
             # Published: analysts now see tonight's sessions. No lock is held while the batches run.
             result.publish_seconds += session.concurrency_seconds
+            ended("plan")
 
-            _run_batches(outcomes, engine, run_id, db, opts, lock, say, remote)
-            crash_point("nightly:batches-done")
+            with _prescans(db, outcomes) as scans:
+                _run_batches(outcomes, engine, run_id, db, opts, lock, say, remote)
+                ended("batches")
+                crash_point("nightly:batches-done")
 
-            with warehouse.write_session(db, wait=opts.wait, say=say) as session:
-                for b in outcomes:
-                    _land(b, db, opts, run_id, say)
-                    crash_point("nightly:between-applies")
-                result.batches = outcomes
+                with warehouse.write_session(db, wait=opts.wait, say=say) as session:
+                    for b in outcomes:
+                        _land(b, db, opts, run_id, say, scans.get(b.batch_id))
+                        crash_point("nightly:between-applies")
+                    result.batches = outcomes
 
-                with warehouse.reading(db) as con:
-                    result.pending_after = len(pending.pending_ids(con))
-                # Until its report is written a run is `reporting`, never `done`: a night stopped during
-                # the report step is then found interrupted, not finished without a report.
-                _finish_run(db, result, t0, reporting=opts.report)
+                    with warehouse.reading(db) as con:
+                        result.pending_after = len(pending.pending_ids(con))
+                    # Until its report is written a run is `reporting`, never `done`: a night stopped during
+                    # the report step is then found interrupted, not finished without a report.
+                    ended("apply")
+                    _finish_run(db, result, t0, reporting=opts.report)
             result.publish_seconds += session.concurrency_seconds
             if opts.report:
                 crash_point("nightly:report")
+                phase = time.monotonic()
                 result.report, result.report_note = _report(run_id, run_dir, db, opts, say)
                 result.report_failed = result.report is None
+                ended("report")
                 with warehouse.write_session(db, wait=opts.wait, say=say) as session:
                     _finish_run(db, result, t0)
                 result.publish_seconds += session.concurrency_seconds
@@ -505,13 +526,42 @@ def _mark(db: Path, run_id: str, b: BatchOutcome, status: str | None = None) -> 
         )
 
 
-def _land(b: BatchOutcome, db: Path, opts: NightlyOptions, run_id: str, say: Say) -> None:
+@contextlib.contextmanager
+def _prescans(db: Path, outcomes: list[BatchOutcome]) -> Iterator[dict[str, Future[Scan]]]:
+    """The secrets of each batch's sessions, detected on a thread of the driver while the batches
+    run (the driver only waits then, and the notebooks leave a core idle between them), for its
+    apply to check against: the apply then need not scan the same lines again while it holds the
+    writer. Read from the warehouse by the night itself, never from an artifact; a scan that failed
+    is made again by its apply. A thread, not a process: a killed night leaves nothing behind."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not outcomes:
+        yield {}
+        return
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prescan")
+    try:
+        yield {b.batch_id: pool.submit(scan_warehouse, db, list(b.session_ids)) for b in outcomes}
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _prescanned(future: Future[Scan] | None) -> Scan | None:
+    if future is None:
+        return None
+    try:
+        return future.result()
+    except Exception:  # DuckDB refused (out of memory, say): the apply scans for itself
+        return None
+
+
+def _land(b: BatchOutcome, db: Path, opts: NightlyOptions, run_id: str, say: Say,
+          scan: Future[Scan] | None = None) -> None:
     if b.status == "failed" or not (b.folder / "run.json").exists():
         b.status = "failed"
         b.reason = b.reason or "the notebook wrote no finished artifact"
         _mark(db, run_id, b)
         return
-    r = apply_mod.apply(b.folder, db=db, corpus=opts.corpus)
+    r = apply_mod.apply(b.folder, db=db, corpus=opts.corpus, scan=_prescanned(scan))
     b.status = "applied" if r.status in ("applied", "already-applied") else r.status
     b.reason = r.reason
     b.memories, b.linked, b.watermarked, b.tasks = (len(r.memories_written), len(r.memories_linked),
@@ -523,7 +573,8 @@ def _land(b: BatchOutcome, db: Path, opts: NightlyOptions, run_id: str, say: Say
     # (pipeline consolidate --input FOLDER/input).
     discard(b.folder)
     say(f"batch {b.batch_id}: {b.status}" + (f" ({b.reason})" if b.reason and b.status != "applied" else "")
-        + f"; {b.memories} memories, {b.linked} linked, {b.watermarked} sessions watermarked")
+        + f"; {counted(b.memories, 'memory', 'memories')} written, {b.linked} linked, "
+          f"{counted(b.watermarked, 'session')} watermarked")
 
 
 # -- report ----------------------------------------------------------------------------------------------

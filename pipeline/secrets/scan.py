@@ -70,6 +70,7 @@ __all__ = [
     "SecretsSummary",
     "Span",
     "detect",
+    "detector_fingerprint",
     "line_secrets",
     "mask",
     "mask_window",
@@ -562,6 +563,19 @@ def _leaves(value: Any, key: str | None = None) -> Iterator[tuple[str | None, st
 
 def _is_blob(value: str) -> bool:
     return len(value) > HIGH_ENTROPY_MAX and _BLOB.fullmatch(value) is not None
+
+
+@functools.cache
+def detector_fingerprint() -> str:
+    """What a stored scan was made with: these rules (this file) and detect-secrets' version. A
+    scan kept in the warehouse under another fingerprint is made again."""
+    import hashlib
+    from importlib.metadata import version
+    from pathlib import Path
+
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(version("detect-secrets").encode())
+    return digest.hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=8192)

@@ -417,6 +417,8 @@ class Ingester:
             "DELETE FROM llm_calls WHERE session_id = ? AND source IN ('claude-code', 'codex')", [session_id]
         )
         self.con.execute("DELETE FROM ingest_problems WHERE session_id = ?", [session_id])
+        self.con.execute("DELETE FROM secret_values WHERE session_id = ?", [session_id])
+        self.con.execute("DELETE FROM secret_scans WHERE session_id = ?", [session_id])
 
     # -- planning --------------------------------------------------------------------------------
     def plan(self, files: Sequence[Path], report: IngestReport) -> list[tuple[Path, int, dict | None, FileResult]]:

@@ -278,6 +278,36 @@ def _price_rates(con: duckdb.DuckDBPyConnection) -> None:
         """
     )
 
+@step("012_secret_scans")
+def _secret_scans(con: duckdb.DuckDBPyConnection) -> None:
+    # What secret detection found in each session's lines, kept so that a line is scanned once, not by
+    # every reader of a night (the batch, its apply, the report's three readers). `line_no`: the last
+    # line scanned; `detector`: the detector's fingerprint (its rules and detect-secrets' version: a
+    # new detector scans again); `rewritten_at`: the session's at the scan (a rewrite since voids it).
+    con.execute(
+        """
+        CREATE TABLE secret_scans (
+            session_id VARCHAR PRIMARY KEY,
+            line_no BIGINT NOT NULL,
+            detector VARCHAR NOT NULL,
+            rewritten_at TIMESTAMPTZ,
+            scanned_at TIMESTAMPTZ NOT NULL
+        )
+        """
+    )
+    con.execute(
+        """
+        CREATE TABLE secret_values (
+            session_id VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,
+            value VARCHAR NOT NULL,
+            before VARCHAR NOT NULL,
+            after VARCHAR NOT NULL
+        )
+        """
+    )
+
+
 # -- applying the steps --------------------------------------------------------------------------------
 
 

@@ -128,3 +128,20 @@ def test_the_report_gate_never_edits_markup_and_refuses_a_page_that_shows_a_secr
     with pytest.raises(ReportError, match="openai-key") as err:
         report.gate_file(page, known)
     assert not page.exists() and KEY not in str(err.value)
+
+
+def test_a_scan_of_other_sessions_is_not_trusted_and_the_apply_keeps_its_own(env) -> None:
+    # The night hands apply a scan made while the batches ran; one that is not of the batch's sessions
+    # (here: of the other session only, which holds the key too but not the promise) is scanned again.
+    from pipeline.consolidator.batch_secrets import scan_warehouse
+
+    tmp, wh, corpus, ids = env
+    with db.reading(wh) as con:
+        art = write_artifact(tmp / "a1", con, ids, candidates=[candidate(f"OpenAI refuses {KEY} with HTTP 401.", ids=ids)])
+    other = scan_warehouse(wh, ids[1:])
+    r = apply.apply(art, db=wh, corpus=corpus, scan=other)
+    assert r.status == "applied" and len(r.memories_written) == 1
+    assert KEY not in everything(corpus, wh)
+    with db.reading(wh) as con:
+        kept = dict(con.execute("SELECT session_id, line_no FROM secret_scans").fetchall())
+    assert kept == {ids[0]: 2, ids[1]: 1}  # the apply's own scan of both sessions, kept for the next reader
