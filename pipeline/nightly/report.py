@@ -167,6 +167,10 @@ class MemoryItem:
     in_corpus: bool  # False when the memory has been taken back since
     status: str  # new | kept (a reviewer vouched for it) | dropped
     evidence: list[EvidenceView] = field(default_factory=list)
+    batches: int = 1  # tonight's batches that wrote or linked it (batch_id: the first)
+    quotes: int = 0  # tonight's distinct quotes for it; the first EVIDENCE_SHOWN are in `evidence`
+    file: str = ""  # its file in the corpus, relative: where `git log` finds every quote
+    _seen: set[tuple[str, str]] = field(default_factory=set, repr=False)
 
 
 @dataclass
@@ -195,13 +199,22 @@ class Review:
     refused: list[RefusedItem] = field(default_factory=list)
 
 
+# Quotes shown in context per memory. A memory that many batches linked tonight (a large first night
+# links the same finding from hundreds of sessions) is one card with its first quotes, not hundreds of
+# cards: the page stays readable and its cost follows the memories, not every quote.
+EVIDENCE_SHOWN = 5
+
+
 def review(db: str | Path, run_id: str, corpus: str | Path | None = None) -> Review:
-    """What a reviewer acts on: the memories written or linked by this run's batches, each evidence quote in
-    its context; every task waiting for review with its quote in context; the candidates not written."""
+    """What a reviewer acts on: the memories written or linked by this run's batches (one card each,
+    with up to EVIDENCE_SHOWN of tonight's quotes in context); every task waiting for review with its
+    quote in context; the candidates not written."""
     out = Review()
+    cards: dict[str, MemoryItem] = {}
     repo = Corpus(config.corpus_path(corpus or None))
     docs = apply_mod.existing_memories(repo) if (repo.git_dir / "HEAD").exists() else {}
     by_id = {d.id: d for d in docs.values()}
+    files = {d.id: path.relative_to(repo.root).as_posix() for path, d in docs.items()}
     with warehouse.reading(db) as con:
         known = night_secrets(con, run_id)
         batches = con.execute("SELECT batch_id, artifact_dir, details FROM batches WHERE run_id = ? AND status = 'applied' "
@@ -216,15 +229,27 @@ def review(db: str | Path, run_id: str, corpus: str | Path | None = None) -> Rev
                 i, mid = landed["candidate"], landed["memoryId"]
                 cand = candidates[i] if i < len(candidates) else {}
                 doc = by_id.get(mid)
-                out.memories.append(MemoryItem(
-                    memory_id=mid, kind=doc.kind if doc else cand.get("kind", ""),
-                    claim=doc.claim if doc else dropped.get(mid, redacted(cand.get("claim", ""))),
-                    gist=doc.gist if doc else "", how=landed["as"], batch_id=batch_id,
-                    sessions_total=len(doc.sessions) if doc else 0, in_corpus=doc is not None,
-                    status=doc.status if doc else "dropped",
-                    evidence=[evidence_view(con, e["sessionId"], e["quote"], known=known)
-                              for e in cand.get("evidence", [])],
-                ))
+                card = cards.get(mid)
+                if card is None:
+                    card = cards[mid] = MemoryItem(
+                        memory_id=mid, kind=doc.kind if doc else cand.get("kind", ""),
+                        claim=doc.claim if doc else dropped.get(mid, redacted(cand.get("claim", ""))),
+                        gist=doc.gist if doc else "", how=landed["as"], batch_id=batch_id,
+                        sessions_total=len(doc.sessions) if doc else 0, in_corpus=doc is not None,
+                        status=doc.status if doc else "dropped", batches=0, file=files.get(mid, ""),
+                    )
+                    out.memories.append(card)
+                card.batches += 1
+                if landed["as"] != "link":
+                    card.how = landed["as"]  # written tonight, whatever other batches linked to it
+                for e in cand.get("evidence", []):
+                    key = (e["sessionId"], e["quote"])
+                    if key in card._seen:
+                        continue
+                    card._seen.add(key)
+                    card.quotes += 1
+                    if len(card.evidence) < EVIDENCE_SHOWN:
+                        card.evidence.append(evidence_view(con, e["sessionId"], e["quote"], known=known))
             for r in d.get("candidatesRefused", []):
                 out.refused.append(RefusedItem(batch_id, r.get("claim") or r.get("statement", ""),
                                                list(r.get("problems", [])), list(r.get("sessions", []))))
@@ -408,7 +433,7 @@ def write(run_id: str, run_dir: str | Path, db: str | Path, *, note: str | None 
     _run(notebook_html.command(executed, html, no_input=True), "nbconvert")
     with warehouse.reading(db) as con:
         sessions = _night_sessions(con, run_id)
-    known = scan_warehouse(db, sessions)
+    known = scan_warehouse(db, sessions).known
     gate_file(html, known)
     gate_file(executed, known)
     return html

@@ -179,3 +179,22 @@ def test_a_screenshot_of_the_page(night: dict[str, Any], tmp_path: Path) -> None
     keep = os.environ.get("PIPELINE_REPORT_SCREENSHOT")
     if keep:  # for a person to look at
         shutil.copyfile(shot, keep)
+
+
+def test_a_memory_many_batches_linked_is_one_card_with_its_first_quotes() -> None:
+    from pipeline.nightly import report
+
+    many = report.MemoryItem(memory_id="error_pattern-1a2b", kind="error_pattern", claim="`npm test` needs <node 22>",
+                             gist="", how="memory", batch_id="b-1", sessions_total=40, in_corpus=True, status="new",
+                             batches=12, quotes=37, file="error_pattern/npm-test-needs-node-22.md")
+    once = report.MemoryItem(memory_id="procedural-9f", kind="procedural", claim="run `make lint` first", gist="",
+                             how="link", batch_id="b-2", sessions_total=3, in_corpus=True, status="new")
+    page = report.memory_cards(report.Review(memories=[many, once]))
+    assert page.count('class="card memory"') == 2
+    first = page[:page.index('id="procedural-9f"')]
+    assert "batch <code class=\"id\">b-1</code> and 11 more tonight" in first
+    assert "the first 0 of tonight&#39;s 37 quotes" in first or "the first 0 of tonight's 37 quotes" in first
+    assert "git log -- error_pattern/npm-test-needs-node-22.md" in first
+    assert "&lt;node 22&gt;" in first  # data, never markup
+    second = page[page.index('id="procedural-9f"'):]
+    assert "more tonight" not in second and "evidence (0 quote(s)" in second
