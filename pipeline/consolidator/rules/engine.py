@@ -33,7 +33,7 @@ from typing import Any
 import duckdb
 
 from pipeline.consolidator.context import BatchContext, EngineResult, Recorder, utc_now
-from pipeline.consolidator.contract import MIN_CANDIDATE_EVIDENCE, check_answer, written_text
+from pipeline.consolidator.contract import MIN_CANDIDATE_EVIDENCE, QUOTE_LEAK_MIN, check_answer, written_text
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.consolidator.rules import shell_commands as sh
 from pipeline.consolidator.rules.commitments import Message, commitment_entry, find_commitments
@@ -135,15 +135,21 @@ def _reading_order(session_ids: Sequence[str], parents: Mapping[str, str | None]
     return sorted(session_ids, key=lambda s: (parents.get(s) is not None, list(session_ids).index(s)))
 
 
-def _keep_quotes_out(candidate: dict[str, Any]) -> dict[str, Any]:
+def _keep_quotes_out(candidate: dict[str, Any]) -> dict[str, Any] | None:
     """Memory text never repeats an evidence quote (quotes belong in the commit message): where the
-    claim or gist holds one, that mention is shortened."""
+    gist holds one, that mention is shortened. A claim that holds one is the error's text pasted
+    with nothing a person can act on (a claim with a remedy names the error by a shorter head): the
+    candidate is dropped rather than left with a claim cut in the middle of a word."""
     claim, gist = candidate["claim"], candidate["gist"]
-    for item in sorted(candidate["evidence"], key=lambda i: -len(i["quote"])):
-        quote = item["quote"]
+    # A shorter quote is a name ("ENOTEMPTY", "pytest -q") that a memory's text may hold (the contract's rule).
+    quotes = sorted((q for i in candidate["evidence"] if len((q := i["quote"]).strip()) >= QUOTE_LEAK_MIN),
+                    key=len, reverse=True)
+    if any(q in claim for q in quotes):
+        return None
+    for quote in quotes:
         short = quote[: max(1, min(40, len(quote) // 2))].rstrip() + "…"
         claim, gist = claim.replace(quote, short), gist.replace(quote, short)
-    entities = [e for e in candidate["entities"] if not any(i["quote"] in e["name"] for i in candidate["evidence"])]
+    entities = [e for e in candidate["entities"] if not any(q in e["name"] for q in quotes)]
     return {**candidate, "claim": claim, "gist": gist, "entities": entities or [{"type": "unknown", "name": "unknown"}]}
 
 
@@ -195,7 +201,7 @@ def build_answer(
     )
     candidates = [pattern_candidate(p, slugs, names) for p in patterns] + [routine_candidate(r, names) for r in routines]
     return {
-        "candidates": [_keep_quotes_out(c) for c in candidates],
+        "candidates": [kept for c in candidates if (kept := _keep_quotes_out(c)) is not None],
         "commitments": [commitment_entry(c) for c in commitments],
         "readSessionIds": list(session_ids),
     }

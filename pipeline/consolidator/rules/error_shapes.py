@@ -53,7 +53,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, MAX_QUOTE_CHARS, MIN_QUOTE_CHARS
+from pipeline.consolidator.contract import (
+    MAX_CLAIM_CHARS,
+    MAX_GIST_CHARS,
+    MAX_QUOTE_CHARS,
+    MIN_QUOTE_CHARS,
+    QUOTE_LEAK_MIN,
+)
 from pipeline.consolidator.rules import shell_commands as sh
 from pipeline.consolidator.rules.tool_runs import Outcome, ToolResult, outcomes, output_body
 from pipeline.consolidator.rules.workarounds import Workaround, find_workaround, settings
@@ -509,13 +515,33 @@ def _remedy(w: Workaround, head: str) -> str | None:
     return None
 
 
-def _failed_summary(finding: PatternFinding) -> str:
+def _command_counts(finding: PatternFinding, *, sudo: bool = False) -> list[tuple[str, int]]:
+    """The failed calls' commands with how often each failed, most frequent first; with `sudo`, a
+    command run under `sudo` keeps it in front, since it is often why they failed (a password or a
+    fingerprint the agent cannot give)."""
     counts: dict[str, int] = {}
     for runs in finding.runs.values():
         for r in runs:
             key = sh.summary(r.name or "", r.tool_input)
+            if sudo and key and (r.command or "").lstrip().startswith("sudo ") and not key.startswith("sudo"):
+                key = f"sudo {key}"
             counts[key] = counts.get(key, 0) + 1
-    shown = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _commands(finding: PatternFinding) -> list[str]:
+    """The failed calls' commands, most frequent first, `sudo` kept."""
+    return [k for k, _ in _command_counts(finding, sudo=True) if k]
+
+
+def _failing_commands(finding: PatternFinding) -> str:
+    """Up to three of the failed commands, as a claim names them: "`ip link`, `lsblk` and `mount`"."""
+    shown = [f"`{_clip(c, 40)}`" for c in _commands(finding)[:3]] or ["tool calls"]
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
+def _failed_summary(finding: PatternFinding) -> str:
+    shown = _command_counts(finding)
     return ", ".join(f"`{_clip(k, 60)}`" + (f" ×{n}" if n > 1 else "") for k, n in shown[:4]) + (" …" if len(shown) > 4 else "")
 
 
@@ -536,8 +562,16 @@ def pattern_candidate(
     # text (that stays in the gist and the evidence): a reviewer acts on a sentence, not on a log line.
     where = "across sessions" if finding.why == "sessions" else "repeatedly within a session"
     remedy = _remedy(finding.workaround, finding.head) if finding.workaround is not None and finding.workaround.strong else None
-    if remedy:
+    # A head that is a whole quoted line ("Verification timed out") would paste the evidence into the
+    # claim, which the contract refuses; the claim then names the commands that failed instead.
+    pasted = any(len(q.strip()) >= QUOTE_LEAK_MIN and q in finding.head for q in quotes)
+    failing = _failing_commands(finding)
+    if remedy and not pasted:
         claim = f"When {tool if len(programs) == 1 else 'a tool call'} fails with {finding.head} ({where}), {remedy}"
+    elif remedy:
+        claim = f"When {tool if len(programs) == 1 else failing} fails with the error quoted below ({where}), {remedy}"
+    elif pasted:
+        claim = f"{failing} {'fail' if ' and ' in failing or failing == 'tool calls' else 'fails'} with the same error {where}"
     else:
         claim = f"{finding.head} recurs in failed {tool} {where}"
     claim = _clip(claim + ".", MAX_CLAIM_CHARS)
@@ -565,7 +599,8 @@ def pattern_candidate(
         "claim": claim,
         "gist": _clip(gist, MAX_GIST_CHARS),
         # the failing program as an entity: what the memory is about (corpus.about), whatever else the claim names
-        "entities": [{"type": "error", "name": finding.head[:120]}]
-        + ([{"type": "tool", "name": programs[0][:120]}] if len(programs) == 1 else []),
+        "entities": ([] if pasted else [{"type": "error", "name": finding.head[:120]}])
+        + ([{"type": "tool", "name": programs[0][:120]}] if len(programs) == 1 else
+           [{"type": "command", "name": _clip(c, 120)} for c in _commands(finding)[:3]] if pasted else []),
         "evidence": evidence,
     }

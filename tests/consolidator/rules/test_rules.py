@@ -263,6 +263,25 @@ def test_pattern_claims_never_repeat_a_quote() -> None:
     assert "IndexError" in candidate["claim"]
 
 
+def test_a_claim_that_would_paste_its_quote_names_the_failing_commands() -> None:
+    # The failure's only line is its head: "Verification timed out recurs in failed tool calls" would be
+    # the quote pasted (the contract refuses it), and it was once cut to "Verificatio… recurs", with the
+    # entity unknown:unknown. The claim names the commands that failed instead; a failure whose quote is
+    # longer than its head keeps its head, and a short name stays whole.
+    timed_out = "Verification timed out"
+    runs = [ToolResult(s, n, timed_out, name="Bash", tool_input={"command": cmd})
+            for s, n, cmd in (("s1", 1, "sudo ip link"), ("s2", 2, "sudo lsblk"), ("s2", 3, "sudo ip link"))]
+    [candidate] = build_answer(runs, [], ["s1", "s2"])["candidates"]
+    assert timed_out not in candidate["claim"] and "…" not in candidate["claim"]
+    assert candidate["claim"].endswith("with the same error across sessions.")
+    assert candidate["claim"] == "`sudo ip link` and `sudo lsblk` fail with the same error across sessions."
+    assert {"type": "unknown", "name": "unknown"} not in candidate["entities"]
+    npm = "npm ERR! code ENOTEMPTY"
+    [candidate] = build_answer([ToolResult("s1", 1, npm), ToolResult("s2", 2, npm)], [], ["s1", "s2"])["candidates"]
+    assert candidate["claim"].startswith("ENOTEMPTY recurs") and "…" not in candidate["claim"]
+    assert {"type": "unknown", "name": "unknown"} not in candidate["entities"]
+
+
 # --- commitments -----------------------------------------------------------------------------
 
 
