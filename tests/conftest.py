@@ -16,6 +16,7 @@ import duckdb
 import pytest
 
 from pipeline.warehouse import db
+from tests.fakes.openai_server import fake_openai  # noqa: F401  (the `fake` fixture, for every test)
 from tests.helpers import REPO, SAMPLES, built_once, copy_samples
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -148,12 +147,6 @@ def test_artifacts_go_to_a_temporary_folder_by_default(wh: Path, tmp_path: Path,
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "| memories |" in report and "Model calls: 0" in report and "cost $0.0000" in report
     assert doc["totals"]["calls"] == 0 and doc["totals"]["costUsd"] == 0.0 and doc["report"] == str(out / "report.md")
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
 
 
 def test_the_openai_engine_against_the_fake_server(wh: Path, fake: FakeOpenAI, tmp_path: Path, capsys) -> None:

@@ -10,7 +10,6 @@ import copy
 import itertools
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +51,6 @@ PROMISE_A1 = "I'll add a regression test for the date parser after this lands."
 def wh(samples_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the samples' warehouse (copying beats ingesting again): one test opens it read-write."""
     return copy_samples(samples_warehouse, tmp_path_factory.mktemp("agent"))
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
 
 
 def good_answer() -> dict[str, Any]:

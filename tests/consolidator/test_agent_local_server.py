@@ -8,7 +8,6 @@ outcome (accepted, refused or budget), never in an error the loop could have avo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +40,6 @@ from tests.helpers import copy_samples
 @pytest.fixture(scope="module")
 def wh(samples_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_samples(samples_warehouse, tmp_path_factory.mktemp("local"))
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
 
 
 def run(fake: FakeOpenAI, wh: Path, tmp_path: Path, *, budgets: Budgets | None = None, max_retries: int = 0,

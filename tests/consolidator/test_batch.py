@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,12 +29,6 @@ A1 = "7a6738d0-a8f0-4bb2-bf15-e9ff77de2e75"
 A2 = "94d17458-e734-483d-b466-8395216e13a2"
 X3 = "01a1a5e5-a07f-7a91-8385-d581c2b911c3"
 B1 = "0d28e511-935f-4ed1-a0bd-fb881d624c7a"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
 
 
 def read(path: Path) -> Any:

@@ -486,8 +486,8 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
+@pytest.fixture(name="fake")
 def fake_openai() -> Iterator[FakeOpenAI]:
-    """A running fake server with an empty script; add steps with `fake_openai.add(...)`."""
+    """`fake`: a running fake server with an empty script; add steps with `fake.add(...)`."""
     with FakeOpenAI() as server:
         yield server
