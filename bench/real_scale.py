@@ -13,6 +13,14 @@ subagents, copied prompts, compactions and resumed sessions keep their real shap
 * `usage daily`, `sessions`, `search` over every session and `cache-report`: wall time and peak RSS;
 * ccusage on the same files when `ccusage` is on the PATH (`npm install -g ccusage@20.0.24`).
 
+Then the night (`--night-sessions`, default 2,000): `pipeline nightly --engine rules` over one copy of
+the source, then over enough copies for that many sessions, each into a fresh warehouse and corpus.
+For each: the night's wall time and its phases (ingest, plan, batches, apply, report, as the night
+itself reports them), each batch's notebook time, and the peak RSS of every process of the night
+(sampled from /proc every 0.2 s: the driver, the warm papermill server, each notebook it forks, git),
+with the peak of the whole process tree at once. The report step is compared with the night's own
+work (its batches and applies) at both sizes.
+
 Results go to bench/out/real_scale.json. The corpora and warehouses are made in a scratch folder
 (`--work`, default a temporary one) and removed at the end unless `--keep`.
 """
@@ -32,6 +40,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parent
 REPO = ROOT.parent
@@ -204,12 +214,122 @@ def one_size(source: Path, gigabytes: float, scratch: Path, per_copy: int) -> di
     return result
 
 
+def _role(proc: psutil.Process, root: int) -> str:
+    """What a process of the night is: the driver, the warm papermill server it starts, a notebook the
+    server forked (a batch's, the cache analysis', the report's: same command line, another parent),
+    git, or what its command names."""
+    if proc.pid == root:
+        return "driver"
+    try:
+        cmd, parent = " ".join(proc.cmdline()), proc.ppid()
+    except psutil.Error:
+        return "other"
+    if "papermill_server" in cmd:
+        return "papermill server" if parent == root else "notebook"
+    for marker, role in (("ipykernel", "notebook"), ("dask", "dask"), ("git", "git")):
+        if marker in cmd:
+            return role
+    return Path(cmd.split()[0]).name if cmd else "other"
+
+
+def night(corpus: Path, scratch: Path, name: str) -> dict[str, object]:
+    """One `pipeline nightly --engine rules` over `corpus` into a fresh warehouse, corpus and runs
+    folder, with the peak RSS of each of its processes sampled from /proc."""
+    where = scratch / f"night-{name}"
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    cmd = [*PIPELINE, "nightly", "--source", str(corpus), "--engine", "rules", "--db", str(where / "w.duckdb"),
+           "--corpus", str(where / "corpus"), "--runs", str(where / "runs"), "--json"]
+    start = time.perf_counter()
+    # Its output and progress go to files: a pipe nobody reads while it runs would fill and stop the night.
+    out_file = (where / "night.json").open("w+", encoding="utf-8")
+    log = (where / "night.err").open("w+", encoding="utf-8")
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=out_file, stderr=log, text=True)
+    peaks: dict[int, tuple[str, int]] = {}
+    tree_peak = 0
+    root = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            members = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            break
+        total = 0
+        for member in members:
+            try:
+                rss = member.memory_info().rss
+                role = peaks[member.pid][0] if member.pid in peaks else _role(member, proc.pid)
+            except psutil.Error:
+                continue
+            total += rss
+            peaks[member.pid] = (role, max(rss, peaks.get(member.pid, ("", 0))[1]))
+        tree_peak = max(tree_peak, total)
+        time.sleep(0.2)
+    proc.wait()
+    seconds = time.perf_counter() - start
+    out_file.seek(0)
+    log.seek(0)
+    out, err = out_file.read(), log.read()
+    out_file.close()
+    log.close()
+    if proc.returncode not in (0, 1) or not out.strip():
+        raise SystemExit(f"bench/real_scale.py: the night over {corpus} failed (exit {proc.returncode}): "
+                         f"{err.strip().splitlines()[-1:] }")
+    result = json.loads(out)
+    batch_seconds = sorted(float(b["seconds"] or 0) for b in result["batches"])
+    roles: dict[str, dict[str, int]] = {}
+    for role, rss in peaks.values():
+        entry = roles.setdefault(role, {"processes": 0, "peakRssMb": 0})
+        entry["processes"] += 1
+        entry["peakRssMb"] = max(entry["peakRssMb"], round(rss / 2**20))
+    sessions = counts(where / "w.duckdb")["sessions"]
+    shutil.rmtree(where, ignore_errors=True)
+    return {
+        "sessions": sessions, "exit": proc.returncode, "seconds": round(seconds, 1),
+        "phaseSeconds": result.get("phaseSeconds", {}), "batches": len(batch_seconds),
+        "applied": sum(1 for b in result["batches"] if b["status"] == "applied"),
+        "memories": sum(int(b.get("memories") or 0) for b in result["batches"]),
+        "batchSeconds": {"median": round(batch_seconds[len(batch_seconds) // 2], 2) if batch_seconds else None,
+                         "p90": round(batch_seconds[int(len(batch_seconds) * 0.9)], 2) if batch_seconds else None,
+                         "max": round(batch_seconds[-1], 2) if batch_seconds else None},
+        "pendingAfter": result.get("pendingAfter"), "peakByRole": roles, "treePeakMb": round(tree_peak / 2**20),
+    }
+
+
+def nights(source: Path, scratch: Path, target: int) -> dict[str, object]:
+    """The night over one copy of the source, then over enough copies for `target` sessions."""
+    one = scratch / "night-source-one-copy"
+    shutil.rmtree(one, ignore_errors=True)
+    replicate(source, one, 0, 1)
+    small = night(one, scratch, "one-copy")
+    per_copy = int(small["sessions"])  # type: ignore[call-overload]
+    if not per_copy:
+        raise SystemExit(f"bench/real_scale.py: the night over one copy of {source} found no session")
+    copies = max(1, math.ceil(target / per_copy))
+    corpus = scratch / "night-source-at-scale"
+    shutil.rmtree(corpus, ignore_errors=True)
+    replicate(source, corpus, 0, copies)
+    large = night(corpus, scratch, "at-scale")
+    shutil.rmtree(corpus, ignore_errors=True)
+    shutil.rmtree(one, ignore_errors=True)
+
+    def share(n: dict[str, object]) -> float | None:
+        # the night's own work: its batches and their applies
+        phases = n["phaseSeconds"]
+        work = float(phases.get("batches", 0)) + float(phases.get("apply", 0))  # type: ignore[attr-defined]
+        return round(float(phases.get("report", 0)) / work, 3) if work else None  # type: ignore[attr-defined]
+
+    return {"oneCopy": small, "atScale": {**large, "copies": copies},
+            "reportShareOfWork": {"oneCopy": share(small), "atScale": share(large)}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--source", type=Path, default=None, help=f"real transcripts (default {DEFAULT_SOURCE})")
-    ap.add_argument("--sizes", default="1,5", help="corpus sizes in GB, comma-separated (default 1,5)")
+    ap.add_argument("--sizes", default="1,5", help="corpus sizes in GB, comma-separated (default 1,5; empty: the nights only)")
     ap.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--night-sessions", type=int, default=2000,
+                    help="sessions of the night at scale (default 2000; 0 skips the nights)")
     args = ap.parse_args()
     source = args.source or DEFAULT_SOURCE
     if not source.is_dir():
@@ -221,7 +341,7 @@ def main() -> int:
     scratch.mkdir(parents=True, exist_ok=True)
     report: dict[str, object] = {"source": str(source), "bytesPerCopy": per_copy, "sizes": []}
     try:
-        for gigabytes in (float(x) for x in args.sizes.split(",")):
+        for gigabytes in (float(x) for x in args.sizes.split(",") if x.strip()):
             row = one_size(source, gigabytes, scratch, per_copy)
             report["sizes"].append(row)  # type: ignore[attr-defined]
             ingest, cp = row["ingest"], min(row["cp"])  # type: ignore[type-var]
@@ -235,6 +355,17 @@ def main() -> int:
                       f"{k['rerun']['seconds']} s: equals the uninterrupted warehouse: {k['equalsUninterrupted']}")
             for name, runs in row["answers"].items():  # type: ignore[attr-defined]
                 print(f"    {name}: " + ", ".join(f"{r['seconds']} s / {r['peakRssMb']} MB" for r in runs))
+        if args.night_sessions:
+            report["night"] = nights(source, scratch, args.night_sessions)
+            for label, key in (("one copy", "oneCopy"), ("at scale", "atScale")):
+                n = report["night"][key]  # type: ignore[index]
+                phases = ", ".join(f"{k} {v} s" for k, v in n["phaseSeconds"].items())
+                roles = ", ".join(f"{k} {v['peakRssMb']} MB (x{v['processes']})" for k, v in n["peakByRole"].items())
+                print(f"night, {label}: {n['sessions']} sessions, {n['batches']} batches ({n['applied']} applied), "
+                      f"{n['seconds']} s ({phases}); batch median {n['batchSeconds']['median']} s, p90 "
+                      f"{n['batchSeconds']['p90']} s, max {n['batchSeconds']['max']} s; peak RSS {roles}; "
+                      f"the whole tree {n['treePeakMb']} MB")
+            print(f"    report / (batches + apply): {report['night']['reportShareOfWork']}")  # type: ignore[index]
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
