@@ -61,7 +61,7 @@ from pipeline.consolidator.contract import (
     QUOTE_LEAK_MIN,
 )
 from pipeline.consolidator.rules import shell_commands as sh
-from pipeline.consolidator.rules.tool_runs import Outcome, ToolResult, outcomes, output_body
+from pipeline.consolidator.rules.tool_runs import ANSI, Outcome, ToolResult, outcomes, output_body
 from pipeline.consolidator.rules.workarounds import Workaround, find_workaround, settings
 
 __all__ = [
@@ -76,6 +76,7 @@ __all__ = [
     "normalise",
     "pattern_candidate",
     "stale_edit",
+    "verbatim_quote",
 ]
 
 # Quotes per candidate: errors from up to this many sessions, plus the failing and working commands.
@@ -189,6 +190,20 @@ def failure_lines(text: str) -> list[str]:
     if len(lines) == 1 and len(lines[0]) >= MIN_QUOTE_CHARS:
         return [lines[0][:MAX_QUOTE_CHARS].strip()]
     return []
+
+
+_ANSI_GAP = r"(?:\x1b\[[0-9;?]*[A-Za-z])*"
+
+
+def verbatim_quote(line: str, raw: str) -> str:
+    """A failure line as it can be quoted from the stored output `raw`: the line itself, or, where
+    terminal colour codes cut it there (`output_body` reads it without them), its longest uncut piece."""
+    if line in raw:
+        return line
+    found = re.search(_ANSI_GAP.join(re.escape(c) for c in line), raw)
+    if found is None:
+        return line
+    return max((piece.strip() for piece in ANSI.split(found.group(0))), key=len)
 
 
 def error_shape(line: str) -> str:
@@ -363,7 +378,7 @@ def find_error_patterns(
                     continue
                 seen_here.add(shape)
                 finding = by_shape.setdefault(shape, PatternFinding(shape=shown, head=error_head(line)))
-                finding.occurrences.setdefault(sid, []).append((run.line_no, line))
+                finding.occurrences.setdefault(sid, []).append((run.line_no, verbatim_quote(line, run.text)))
                 finding.runs.setdefault(sid, []).append(run)
                 calls.setdefault(shape, set()).add((sid, run.line_no))
     rank = {sid: i for i, sid in enumerate(session_order)}

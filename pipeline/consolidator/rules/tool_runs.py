@@ -24,7 +24,7 @@ rules applied in this order:
 * **ok** otherwise.
 
 `output_body` removes what the harness wraps around a command's output (Claude Code's `Exit code N`
-line and `<tool_use_error>` tags, Codex's `Exit code:` / `Wall time:` / `Process exited with code` /
+line, alone or before the output, and `<tool_use_error>` tags, terminal colour codes, Codex's `Exit code:` / `Wall time:` / `Process exited with code` /
 `Output:` header, a sandbox refusal's `stdout:` prefix) so that only the program's own text is read.
 
 Subagent files often replay their parent's calls (same call id): `distinct_runs` keeps one copy of
@@ -103,7 +103,13 @@ def _raw(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False) if value is not None else ""
 
 
-_CLAUDE_EXIT = re.compile(r"\AExit code -?\d+\n")
+# Claude Code's status line, alone when the command printed nothing (`Exit code 1`): then there is no
+# error text at all, and the status line must not stand in for one.
+_CLAUDE_EXIT = re.compile(r"\AExit code -?\d+(?:\n|\Z)")
+# Terminal colour and cursor codes (PowerShell 7 colours its errors): not text a reader sees, and they
+# would keep two prints of one error from having the same shape. A line that they cut is quoted by
+# its longest uncut piece (`error_shapes.verbatim_quote`): a quote must be found in the stored output.
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _TOOL_ERROR = re.compile(r"</?tool_use_error>")
 # Codex puts `Key: value` lines (Exit code, Wall time, Process exited with code, Chunk ID, Command,
 # Original token count, Total output lines) before an `Output:` line.
@@ -116,7 +122,7 @@ _SANDBOX = re.compile(r"\A(?:failed in sandbox [^\n]*?(?:stdout|output): ?)", re
 
 def output_body(text: str) -> str:
     """The program's own output: the harness's status header and wrapper tags removed."""
-    body = _TOOL_ERROR.sub("", text or "")
+    body = ANSI.sub("", _TOOL_ERROR.sub("", text or ""))
     body = _CLAUDE_EXIT.sub("", body, count=1)
     body = _CODEX_HEADER.sub("", body, count=1)
     sandbox = _SANDBOX.match(body)

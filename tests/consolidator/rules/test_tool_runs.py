@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.consolidator.rules.error_shapes import error_shape, failure_lines, verbatim_quote
 from pipeline.consolidator.rules.tool_runs import (
     ToolResult,
     distinct_runs,
@@ -28,6 +29,21 @@ def test_output_body_drops_what_the_harness_wraps_around_the_output() -> None:
     assert output_body("<tool_use_error>File does not exist.</tool_use_error>") == "File does not exist."
     sandboxed = "failed in sandbox Seccomp with execution error: sandbox denied exec error, exit code: 1, stdout: , stderr: E: boom\n"
     assert output_body(sandboxed) == "E: boom"
+
+
+def test_a_silent_failure_has_no_error_text_and_colour_codes_are_not_text() -> None:
+    # `git config user.name` printing nothing: the status line alone is not an error to group by (three
+    # unrelated silent failures were once one "Exit code recurs" memory).
+    assert output_body("Exit code 1") == ""
+    assert failure_lines("Exit code 1") == []
+    coloured = "Exit code 1\n\x1b[31;1mInvoke-Expression: \x1b[31;1mVariable reference is not valid.\x1b[0m"
+    lines = failure_lines(coloured)
+    assert lines == ["Invoke-Expression: Variable reference is not valid."]
+    # quoted by the longest piece the colour codes left whole, which the stored output holds verbatim
+    assert verbatim_quote(lines[0], coloured) == "Variable reference is not valid."
+    assert verbatim_quote("fatal: boom", "Exit code 1\nfatal: boom") == "fatal: boom"
+    plain = "Exit code 1\nInvoke-Expression: Variable reference is not valid."
+    assert error_shape(failure_lines(plain)[0]) == error_shape(lines[0])
 
 
 @pytest.mark.parametrize(
