@@ -228,6 +228,12 @@ def error_head(line: str) -> str:
             head = _cut(normalise(message))
             if len(head) >= 6:
                 return head
+            # `fatal: split: second argument is not an array`: the first clause only names the
+            # function that complained, so the clause that states the failure is added to it.
+            clauses = [c for c in (_cut(normalise(part)) for part in re.split(r":\s", message)) if c]
+            stated = next((c for c in clauses[1:] if len(c) >= 6), None)
+            if stated is not None:
+                return f"{clauses[0]}: {stated}" if head else stated
         return name
     clause = _clause(normalise(line))
     if len(clause) >= 6:

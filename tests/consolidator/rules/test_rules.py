@@ -230,6 +230,9 @@ def test_error_lines_are_verbatim_substrings() -> None:
         ("File content (40766 tokens) exceeds maximum allowed tokens (10000).", "exceeds maximum allowed tokens"),
         ("npm error code ENOTEMPTY", "ENOTEMPTY"),
         ("ModuleNotFoundError: No module named 'yaml'", "ModuleNotFoundError"),
+        # a generic name whose first clause only names the function that complained
+        ("awk: cmd. line:1: (FILENAME=- FNR=13) fatal: split: second argument is not an array",
+         "split: second argument is not an array"),
     ],
 )
 def test_error_head(line: str, head: str) -> None:
