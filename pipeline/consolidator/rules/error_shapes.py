@@ -75,6 +75,8 @@ __all__ = [
     "find_error_patterns",
     "normalise",
     "pattern_candidate",
+    "run_programs",
+    "speaker",
     "stale_edit",
     "verbatim_quote",
 ]
@@ -176,15 +178,50 @@ def error_lines(text: str) -> list[str]:
     return out
 
 
-def failure_lines(text: str) -> list[str]:
-    """The error lines of a failed call's output (named errors, else failure wording, else its only
-    line; see the module docstring). Substrings of `text`, each at most MAX_QUOTE_CHARS long."""
+# `sudo: a password is required`, `zsh:1: no matches found: …`, `bash: line 1: x: command not found`:
+# a program saying, in its own name, why it stopped.
+_SPEAKER = re.compile(r"^(?P<program>[A-Za-z][\w.+-]*)(?::\d+|: line \d+)*: +(?=\S)")
+# Shells name themselves in their errors but are never in the command they ran.
+_SHELLS = frozenset({"bash", "zsh", "sh", "dash", "fish", "ksh", "pwsh", "powershell"})
+# What a shell says of another program (the one it could not find) is about that program.
+_ABOUT_ANOTHER = re.compile(r"command not found|not found: |is not recognized", re.IGNORECASE)
+_NOT_A_FAILURE = re.compile(r"(?:warning|note|hint|info)\b", re.IGNORECASE)
+
+
+def speaker(line: str, programs: Iterable[str]) -> str | None:
+    """The program a failure line names as its speaker, when it is one the call ran (or its shell
+    speaking of itself), and the line states a failure rather than a warning."""
+    text = line.strip()
+    match = _SPEAKER.match(text)
+    if match is None or _NOT_A_FAILURE.match(text, match.end()):
+        return None
+    name = match.group("program").lower()
+    if name in _SHELLS:
+        return None if _ABOUT_ANOTHER.search(text) else name
+    return name if name in {p.lower() for p in programs} else None
+
+
+def run_programs(run: ToolResult) -> set[str]:
+    """Every program of a call's command line, `sudo` included (the parser sets it aside)."""
+    if run.parsed is None:
+        return set()
+    found = {p.lower() for p in run.parsed.programs if p}
+    if any(seg.text.lstrip().startswith("sudo ") for seg in run.parsed.segments):
+        found.add("sudo")
+    return found
+
+
+def failure_lines(text: str, programs: Iterable[str] = ()) -> list[str]:
+    """The error lines of a failed call's output (named errors, else failure wording or a line in which
+    one of the call's `programs` says why it stopped, else its only line; see the module docstring).
+    Substrings of `text`, each at most MAX_QUOTE_CHARS long."""
     body = output_body(text)
     named = error_lines(body)
     if named:
         return named
     lines = [ln.strip() for ln in body.split("\n") if ln.strip() and not _NOISE.match(ln)]
-    worded = [ln[:MAX_QUOTE_CHARS].strip() for ln in lines if _PHRASE.search(ln)]
+    programs = set(programs)
+    worded = [ln[:MAX_QUOTE_CHARS].strip() for ln in lines if _PHRASE.search(ln) or speaker(ln, programs)]
     if worded:
         return worded
     if len(lines) == 1 and len(lines[0]) >= MIN_QUOTE_CHARS:
@@ -235,6 +272,9 @@ def error_head(line: str) -> str:
             if stated is not None:
                 return f"{clauses[0]}: {stated}" if head else stated
         return name
+    spoken = _SPEAKER.match(line.strip())
+    if spoken is not None and len(line.strip()) - spoken.end() >= 6:
+        line = line.strip()[spoken.end():]  # `sudo: a password is required`: the program is named elsewhere
     clause = _clause(normalise(line))
     if len(clause) >= 6:
         return clause
@@ -373,7 +413,7 @@ def find_error_patterns(
             if state != "failed":
                 continue
             seen_here: set[str] = set()
-            for position, line in enumerate(failure_lines(run.text)):
+            for position, line in enumerate(failure_lines(run.text, run_programs(run))):
                 shown = _group(error_shape(line))
                 if not re.search(r"[^\W\d_]", shown.replace("<value>", "").replace("<path>", "")):
                     continue  # nothing but placeholders: no failure to name
@@ -387,11 +427,21 @@ def find_error_patterns(
                 finding.occurrences.setdefault(sid, []).append((run.line_no, verbatim_quote(line, run.text)))
                 finding.runs.setdefault(sid, []).append(run)
                 calls.setdefault(shape, set()).add((sid, run.line_no))
+    # A line that calls which worked print just as often is not why the others failed (a shell profile's
+    # banner, `/bin/ps: Operation not permitted`, printed before every command in a sandbox).
+    printed_by_ok: dict[str, int] = {}
+    for sid, runs in by_session.items():
+        for run, (state, _) in zip(runs, states[sid], strict=True):
+            if state == "ok" and run.text:
+                for shape in {_group(error_shape(line)) for line in failure_lines(run.text, run_programs(run))}:
+                    printed_by_ok[shape] = printed_by_ok.get(shape, 0) + 1
     rank = {sid: i for i, sid in enumerate(session_order)}
     found = []
     for shape, finding in by_shape.items():
         twins = [s for s in by_shape if s != shape and calls[s] == calls[shape]]
         if any((last_seen[t], t) > (last_seen[shape], shape) for t in twins):
+            continue
+        if printed_by_ok.get(finding.shape, 0) >= len(calls[shape]):
             continue
         finding.workaround = _workaround(finding, by_session, states)
         stale = all(stale_edit(line, run) for (sid, occ) in finding.occurrences.items()
@@ -566,12 +616,26 @@ def _failed_summary(finding: PatternFinding) -> str:
     return ", ".join(f"`{_clip(k, 60)}`" + (f" ×{n}" if n > 1 else "") for k, n in shown[:4]) + (" …" if len(shown) > 4 else "")
 
 
+def _speakers(finding: PatternFinding) -> list[str]:
+    """The one program every occurrence's error line names as its speaker (`sudo: …`, `awk: … fatal: …`,
+    `zsh:1: …`), which is what failed whatever the command started with; else none."""
+    names = set()
+    for sid, occ in finding.occurrences.items():
+        for (_, quote), run in zip(occ, finding.runs[sid], strict=True):
+            line = next((ln for ln in run.body.split("\n") if quote in ln), quote)
+            name = speaker(line, run_programs(run))
+            if name is None:
+                return []
+            names.add(name)
+    return sorted(names) if len(names) == 1 else []
+
+
 def pattern_candidate(
     finding: PatternFinding, slugs: Mapping[str, str | None], names: Mapping[str | None, str] | None = None
 ) -> dict[str, Any]:
     sessions = list(finding.occurrences)
     quotes = {q for occ in finding.occurrences.values() for _, q in occ}
-    programs = sorted({r.program for runs in finding.runs.values() for r in runs if r.program})
+    programs = _speakers(finding) or sorted({r.program for runs in finding.runs.values() for r in runs if r.program})
     tool = f"`{programs[0]}`" if len(programs) == 1 else "tool calls"
     # The shape is shown only when it differs from every quote: memory text never repeats a quote.
     show_shape = finding.shape not in quotes and bool(_PLACEHOLDER.search(finding.shape))

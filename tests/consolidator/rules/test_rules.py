@@ -27,6 +27,7 @@ from pipeline.consolidator.rules.error_shapes import (
     failure_lines,
     find_error_patterns,
     normalise,
+    speaker,
 )
 from pipeline.consolidator.rules.statements import tidy_statement
 from pipeline.warehouse import db
@@ -603,3 +604,50 @@ def test_a_script_of_the_project_s_own(command: str, script: str | None) -> None
     main = sh.parse(command).main
     assert main is not None
     assert _own_script(main) == script
+
+
+def _bash(session: str, line: int, command: str, output: str, *, exit_code: int = 1) -> ToolResult:
+    return ToolResult(session, line, output, is_error=exit_code != 0, exit_code=exit_code, name="Bash",
+                      tool_input={"command": command})
+
+
+def test_the_program_that_says_why_it_stopped_is_the_one_that_failed() -> None:
+    # `lsblk` worked and printed its table; `sudo` then refused. The memory is about sudo, not about the
+    # first program of the command line (a night once wrote "`lsblk`, `sudo ip link` and `sudo mount` fail").
+    refused = ("Place your right index finger on the fingerprint reader\nVerification timed out\n"
+               "sudo: a terminal is required to read the password\nsudo: a password is required")
+    runs = [_bash("s1", 2, "lsblk /dev/sda && sudo parted /dev/sda print", "NAME SIZE\nsda 232.9G\n" + refused),
+            _bash("s2", 4, "sudo ip link add x type macvlan", refused)]
+    [candidate] = build_answer(runs, [], ["s1", "s2"])["candidates"]
+    assert candidate["claim"] == "a password is required recurs in failed `sudo` across sessions."
+    assert {"type": "tool", "name": "sudo"} in candidate["entities"]
+    # awk names itself before its error; the pipe started with ss
+    split = "awk: cmd. line:1: (FILENAME=- FNR=13) fatal: split: second argument is not an array"
+    runs = [_bash("s1", n, "ss -tulpnH | awk '{split(p, \"/\", $7)}'", split, exit_code=2) for n in (2, 4, 6)]
+    [candidate] = build_answer(runs, [], ["s1"])["candidates"]
+    assert "`awk`" in candidate["claim"] and "`ss`" not in candidate["claim"]
+
+
+def test_a_shell_speaks_for_itself_but_not_for_a_program_it_could_not_find() -> None:
+    glob = [_bash(s, 2, f"sed -n 1,40p src/app/[{s}]/route.ts", f"zsh:1: no matches found: src/app/[{s}]/route.ts")
+            for s in ("s1", "s2")]
+    [candidate] = build_answer(glob, [], ["s1", "s2"])["candidates"]
+    assert "`zsh`" in candidate["claim"]  # the glob failed in the shell, before sed ran
+    missing = [_bash(s, 2, "pytest -q", "zsh:1: command not found: pytest", exit_code=127) for s in ("s1", "s2")]
+    [candidate] = [c for c in build_answer(missing, [], ["s1", "s2"])["candidates"] if c["kind"] == "error_pattern"]
+    assert "`pytest`" in candidate["claim"] and "zsh" not in candidate["claim"]
+    # a shell's warning is not why a command failed
+    warned = "bash: line 36: warning: here-document at line 1 delimited by end-of-file (wanted `PATCH')"
+    assert speaker(warned, ["cat"]) is None
+    assert speaker("sudo: a password is required", ["parted", "sudo"]) == "sudo"
+    assert speaker("src: a password is required", ["parted"]) is None  # not a program the call ran
+
+
+def test_a_line_that_calls_which_worked_print_as_often_is_not_the_failure() -> None:
+    banner = "/opt/homebrew/Library/Homebrew/cmd/shellenv.sh: line 18: /bin/ps: Operation not permitted"
+    failed = [_bash(s, n, "rg -n TODO src", banner) for s, n in (("s1", 2), ("s2", 2))]
+    worked = [_bash(s, n, "ls", banner + "\na.txt", exit_code=0) for s, n in (("s1", 4), ("s1", 6), ("s2", 4))]
+    shapes = [f.shape for f in find_error_patterns([*failed, *worked], ["s1", "s2"])]
+    assert not any("Operation not permitted" in s for s in shapes)
+    # the same failure printed only by failing calls is still a pattern
+    assert any("Operation not permitted" in f.shape for f in find_error_patterns(failed, ["s1", "s2"]))
