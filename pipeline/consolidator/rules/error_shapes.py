@@ -36,6 +36,16 @@ memories of the first unseen real batch were of this kind). Such a failure becom
 with a workaround other than that recovery: the file written by another program, or deleted and
 added again instead of updated (`stale_edit`, `_generic_recovery`).
 
+**One episode, one memory.** Two patterns met in the same sessions, by calls of a common program, each
+time within `EPISODE_GAP` calls of each other, are one stretch of trouble told in two errors (`git push`
+refused over HTTPS, then over SSH): they are folded into the one with more occurrences. Only patterns
+are folded, so folding never makes a pattern of what was not one.
+
+**Who failed.** A line in which a program names itself (`sudo: a password is required`, `awk: … fatal:
+…`, `zsh:1: no matches found`) says which program failed, whatever the command line started with; a
+shell speaks for itself but not for a program it could not find. A line that calls which worked print
+as often (a sandbox's shell-profile banner) is not why the others failed.
+
 Sessions are counted as people work: a subagent's file belongs to its parent's session. Failures of
 checks (tests, type checkers, linters, builds: `shell_commands.is_checker`) count only across
 sessions: within one session a failing test is rerun until the bug it found is fixed, which is the
@@ -389,6 +399,49 @@ def _is_check(run: ToolResult) -> bool:
     return main is not None and sh.is_checker(main)
 
 
+# Failures of one episode lie at most this many calls apart (module docstring).
+EPISODE_GAP = 3
+
+
+def _merge_episodes(by_shape: dict[str, PatternFinding], calls: dict[str, set[tuple[str, int]]],
+                    by_session: Mapping[str, Sequence[ToolResult]]) -> set[str]:
+    """Fold into one finding the patterns that are one episode told in two errors: met in the same
+    sessions, by calls of a common program, and in each session within EPISODE_GAP calls of each other
+    (`git push` refused over HTTPS, then over SSH; `pathspec did not match` and `Invalid path` while
+    adding the same odd path). Only patterns are folded, so folding never makes one. The pattern with
+    more occurrences keeps its name and takes the other's evidence; the shapes folded away are returned."""
+    position = {id(r): i for runs in by_session.values() for i, r in enumerate(runs)}
+
+    def spans(f: PatternFinding) -> dict[str, tuple[int, int]]:
+        return {sid: (min(position[id(r)] for r in rs), max(position[id(r)] for r in rs)) for sid, rs in f.runs.items()}
+
+    def programs(f: PatternFinding) -> set[str]:
+        return {r.program for rs in f.runs.values() for r in rs if r.program}
+
+    order = sorted(by_shape, key=lambda k: (-by_shape[k].count, k))
+    folded: set[str] = set()
+    for i, keep in enumerate(order):
+        if keep in folded:
+            continue
+        for other in order[i + 1:]:
+            a, b = by_shape[keep], by_shape[other]
+            if other in folded or calls[keep] == calls[other] or set(a.occurrences) != set(b.occurrences):
+                continue  # the same calls are twins, handled apart
+            if not programs(a) & programs(b):
+                continue
+            sa, sb = spans(a), spans(b)
+            if any(max(sa[sid][0], sb[sid][0]) - min(sa[sid][1], sb[sid][1]) > EPISODE_GAP for sid in sa):
+                continue
+            for sid in a.occurrences:
+                pairs = sorted(zip(a.occurrences[sid] + b.occurrences[sid], a.runs[sid] + b.runs[sid], strict=True),
+                               key=lambda p: (position[id(p[1])], p[0][0]))
+                a.occurrences[sid] = [o for o, _ in pairs]
+                a.runs[sid] = [r for _, r in pairs]
+            calls[keep] |= calls[other]
+            folded.add(other)
+    return folded
+
+
 def find_error_patterns(
     results: Iterable[ToolResult],
     session_order: Sequence[str],
@@ -469,7 +522,10 @@ def find_error_patterns(
             finding.occurrences = dict(sorted(finding.occurrences.items(), key=lambda kv: rank.get(kv[0], 1 << 30)))
             found.append(finding)
     # Widest spread first, then the shape itself: a stable order for a stable answer.
-    return sorted(found, key=lambda f: (-len(f.occurrences), -f.count, f.shape))
+    patterns = {shape: f for shape, f in by_shape.items() if any(f is g for g in found)}
+    folded = _merge_episodes(patterns, calls, by_session)
+    return sorted((f for shape, f in patterns.items() if shape not in folded),
+                  key=lambda f: (-len(f.occurrences), -f.count, f.shape))
 
 
 _RANK = {"added": 0, "other operations": 0, "same target": 1, "same program": 2}

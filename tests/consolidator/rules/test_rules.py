@@ -651,3 +651,20 @@ def test_a_line_that_calls_which_worked_print_as_often_is_not_the_failure() -> N
     assert not any("Operation not permitted" in s for s in shapes)
     # the same failure printed only by failing calls is still a pattern
     assert any("Operation not permitted" in f.shape for f in find_error_patterns(failed, ["s1", "s2"]))
+
+
+def test_two_errors_of_one_episode_are_one_memory() -> None:
+    # `git push` refused over HTTPS three times, then over SSH three times, in one stretch of calls:
+    # a night once wrote two memories of it ("could not read Username…", "Could not read from remote…").
+    https = "fatal: could not read Username for 'https://github.com': No such device or address"
+    ssh = "git@github.com: Permission denied (publickey).\nfatal: Could not read from remote repository."
+    runs = [_bash("s1", n, "git push", https, exit_code=128) for n in (2, 4, 6)]
+    runs += [_bash("s1", n, "git push", ssh, exit_code=128) for n in (8, 10, 12)]
+    [finding] = find_error_patterns(runs, ["s1"])
+    assert finding.count == 6 and [n for n, _ in finding.occurrences["s1"]] == [2, 4, 6, 8, 10, 12]
+    # the same two errors far apart are two stretches of work, and two memories
+    far = runs[:3] + [_bash("s1", n, "ls", "a.txt", exit_code=0) for n in range(14, 30, 2)]
+    far += [_bash("s1", n, "git push", ssh, exit_code=128) for n in (30, 32, 34)]
+    assert len(find_error_patterns(far, ["s1"])) == 2
+    # folding never makes a pattern: two errors twice each are still not one
+    assert find_error_patterns(runs[1:3] + runs[3:5], ["s1"]) == []
