@@ -6,7 +6,7 @@ sessions grouped by their project slug):
 
 * **an environment setting carried by many commands**: the same `VAR=value` prefix
   (`PYTHONPATH=. pytest -q`) or `export VAR=value` step on commands of two or more sessions, or on
-  three or more commands of one session. A workaround that became routine looks like this. Settings
+  three or more commands of one session that worked. A workaround that became routine looks like this. Settings
   that only make output plain (`GIT_PAGER=cat`, `NO_COLOR=1`, `TERM=dumb`, …) are habits, not facts,
   and the harness's own variables (`CLAUDE_PROJECT_DIR=…` set by hand while testing a hook) are
   the harness emulated, not a setting of the project.
@@ -33,7 +33,9 @@ sessions grouped by their project slug):
     in most sessions is how an agent finds its way around, and "most sessions run `cat` on
     package.json" was the noise a reviewer of the real sessions had to read most often.
 
-One command feeds at most one routine (an environment prefix absorbs the check it prefixes), and a
+Settings that always come together on the same commands are one routine (`GOCACHE=$(pwd)/.gobuild-cache
+GOPROXY=off`), and a value built on the working folder (`$(pwd)/…`, `$PWD/…`) is a steady one. One
+command feeds at most one routine (an environment prefix absorbs the check it prefixes), and a
 routine is reported only when one of its runs is new to the batch (at or after `new_from_line`).
 Evidence is the commands themselves, one per session first; a single-session routine adds the
 summary line a check printed (`57 passed in 3.2s`) so that its quotes are distinct passages.
@@ -137,13 +139,19 @@ _SCRIPT_VALUE = re.compile(r"^(?:@[{(]|[{}(])|^\$[A-Za-z_]\w*$|[{}]$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+# The working folder, however written: a value built on it (`GOCACHE=$(pwd)/.gobuild-cache`) is the
+# same setting in every run, though the shell computes it.
+_HERE = re.compile(r"\$\(pwd\)|\$\{?PWD\}?")
+
+
 def _steady(value: str) -> bool:
     """An assignment worth remembering: a literal value, not a computed one, a one-off variable, an
     output setting (`GIT_PAGER=cat`, `NO_COLOR=1`), one of the harness's own variables or a script's
     own variable (`params=@{}`, `arguments=$args`)."""
     name, _, val = value.partition("=")
     return (bool(name) and _ENV_NAME.match(name) is not None and name not in _HYGIENE and not _HARNESS_VARS.match(name)
-            and "$(" not in val and "`" not in val and len(value) <= 120 and not _SCRIPT_VALUE.search(val.strip("'\""))
+            and "$(" not in _HERE.sub("", val) and "`" not in val and len(value) <= 120
+            and not _SCRIPT_VALUE.search(val.strip("'\""))
             and "[REDACTED" not in val)  # a masked secret is not a setting to remember
 
 
@@ -240,7 +248,12 @@ def find_routines(
         in_project = sessions_of.get(project, set())
         spread = len({root.get(sid, sid) for sid in routine.runs})
         most = max(len(v) for v in routine.runs.values())
-        if kind in ("env", "path"):
+        if kind == "env":
+            # in one session, a setting is routine when commands carrying it kept working: three tries
+            # with `GOCACHE=$(pwd)/.cache` that failed twice are the agent searching, not a routine
+            worked = max(sum(1 for r, _ in items if _worked(r)) for items in routine.runs.values())
+            keep = spread >= 2 or worked >= SOLO_REPEATS
+        elif kind == "path":
             keep = spread >= 2 or most >= SOLO_REPEATS
         elif kind == "script":
             keep = spread >= 2 or most >= SCRIPT_RUNS
@@ -255,16 +268,29 @@ def find_routines(
     return _one_routine_per_command(out, rank)
 
 
+def _worked(run: ToolResult) -> bool:
+    return not run.is_error and run.exit_code in (None, 0)
+
+
 def _one_routine_per_command(routines: list[Routine], rank: Mapping[str, int]) -> list[Routine]:
     """A command feeds one routine: env prefixes first, then pinned paths, checks, steps."""
     order = {"env": 0, "path": 1, "check": 2, "script": 3, "step": 4}
     routines.sort(key=lambda r: (order[r.kind], -len(r.runs), -r.count, r.key))
     used: set[tuple[str, int]] = set()
     kept: list[Routine] = []
+    settings: list[tuple[Routine, set[tuple[str, int]]]] = []
     for routine in routines:
         calls = {(r.session_id, r.line_no) for items in routine.runs.values() for r, _ in items}
+        together = next((k for k, kc in settings if routine.kind == "env" and kc == calls), None)
+        if together is not None:
+            # settings every one of these commands carries together are one routine
+            # (`GOCACHE=$(pwd)/.gobuild-cache GOPROXY=off go test ./...`): one memory names them all
+            together.key = f"{together.key} {routine.key}"
+            continue
         if len(calls & used) * 2 > len(calls):
             continue
+        if routine.kind == "env":
+            settings.append((routine, calls))
         used |= calls
         kept.append(routine)
     return sorted(kept, key=lambda r: (order[r.kind], -len(r.runs), -r.count, r.key))
