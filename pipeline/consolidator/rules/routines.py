@@ -6,7 +6,8 @@ sessions grouped by their project slug):
 
 * **an environment setting carried by many commands**: the same `VAR=value` prefix
   (`PYTHONPATH=. pytest -q`) or `export VAR=value` step on commands of two or more sessions, or on
-  three or more commands of one session that worked. A workaround that became routine looks like this. Settings
+  three or more commands of one session that did not go on to set it otherwise (tries replaced by
+  a later value are the agent searching). A workaround that became routine looks like this. Settings
   that only make output plain (`GIT_PAGER=cat`, `NO_COLOR=1`, `TERM=dumb`, …) are habits, not facts,
   and the harness's own variables (`CLAUDE_PROJECT_DIR=…` set by hand while testing a hook) are
   the harness emulated, not a setting of the project.
@@ -249,10 +250,9 @@ def find_routines(
         spread = len({root.get(sid, sid) for sid in routine.runs})
         most = max(len(v) for v in routine.runs.values())
         if kind == "env":
-            # in one session, a setting is routine when commands carrying it kept working: three tries
-            # with `GOCACHE=$(pwd)/.cache` that failed twice are the agent searching, not a routine
-            worked = max(sum(1 for r, _ in items if _worked(r)) for items in routine.runs.values())
-            keep = spread >= 2 or worked >= SOLO_REPEATS
+            # in one session, a setting the session went on to replace (`GOCACHE=$(pwd)/.cache`, then
+            # `GOCACHE=$(pwd)/.gobuild-cache` on every later command) was the agent searching
+            keep = spread >= 2 or (most >= SOLO_REPEATS and not _replaced(routine, ordered))
         elif kind == "path":
             keep = spread >= 2 or most >= SOLO_REPEATS
         elif kind == "script":
@@ -268,8 +268,22 @@ def find_routines(
     return _one_routine_per_command(out, rank)
 
 
-def _worked(run: ToolResult) -> bool:
-    return not run.is_error and run.exit_code in (None, 0)
+def _replaced(routine: Routine, ordered: Sequence[ToolResult]) -> bool:
+    """Did a later command of the routine's session set one of its variables to another value?"""
+    [(sid, items)] = routine.runs.items() if len(routine.runs) == 1 else [(None, [])]
+    if sid is None:
+        return False
+    mine = dict(a.partition("=")[::2] for a in routine.key.split(" ") if "=" in a)
+    last = max(r.call_line or r.line_no for r, _ in items)
+    for run in ordered:
+        if run.session_id != sid or (run.call_line or run.line_no) <= last or run.parsed is None:
+            continue
+        for seg in run.parsed.segments:
+            for a in seg.env:
+                name, _, value = a.partition("=")
+                if name in mine and value != mine[name]:
+                    return True
+    return False
 
 
 def _one_routine_per_command(routines: list[Routine], rank: Mapping[str, int]) -> list[Routine]:
