@@ -14,9 +14,9 @@ failed call gives its **error lines**, read from the program's own output (`tool
 Each line is reduced to a **shape** by `normalise`, the one place where text is made comparable:
 quoted values, URLs, ids, hosts, paths (POSIX and Windows), file names, command-line flags and
 numbers are replaced by placeholders, so `fatal: pathspec 'a.md' did not match any files` and the same
-refusal for `b.md` group together. A *missing* file, folder or module ("No such file or directory",
-"does not exist", "Cannot find path", "No module named") is the exception: it is a fact about that
-thing, so such failures group only when the same thing is missing again. Two shapes that always occur in the same calls are one
+refusal for `b.md` group together. A *missing* file or folder ("No such file or directory", "does not
+exist", "Cannot find path") is the exception: it is a fact about that file, so such failures group
+only when the same thing is missing again. Two shapes that always occur in the same calls are one
 failure told twice (a chained traceback): only the one printed last is kept.
 
 A shape is a **pattern** when, counting each call once (subagent replays removed):
@@ -319,9 +319,7 @@ def _cut(shape: str) -> str:
 # is missing again (agents guessing at several paths that do not exist is not a pattern).
 _MISSING = re.compile(
     r"No such file or directory|does not exist|Cannot find path|cannot access|cannot find the (?:file|path)|"
-    r"\bENOENT\b|FileNotFoundError|"
-    # a missing module too: `docx` missing in one session and `PIL` in another are two facts, not one failure
-    r"No module named|Cannot find module|ModuleNotFoundError",
+    r"\bENOENT\b|FileNotFoundError",
     re.IGNORECASE,
 )
 _NAMED_THING = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|(?:[A-Za-z]:)?(?:[\\/]?[\w.~!$\-]+)?(?:[\\/][\w.~!$\- ]*[\w.~!$\-])+")

@@ -501,12 +501,6 @@ def test_a_missing_file_recurs_only_when_the_same_file_is_missing() -> None:
     assert len(find_error_patterns(again, ["s1", "s2"])) == 1
     cats = [failed(s, 3, f"cat {p}", f"Exit code 1\ncat: {p}: No such file or directory") for s, p in (("s1", "x/a"), ("s2", "x/b"))]
     assert find_error_patterns(cats, ["s1", "s2"]) == []
-    # a missing module likewise: docx in one session and PIL in another are two facts
-    def no_module(session: str, name: str) -> ToolResult:
-        return failed(session, 3, "python3 -c 'import x'", f"Traceback (most recent call last):\nModuleNotFoundError: No module named '{name}'")
-
-    assert find_error_patterns([no_module("s1", "docx"), no_module("s2", "PIL")], ["s1", "s2"]) == []
-    assert len(find_error_patterns([no_module("s1", "docx"), no_module("s2", "docx")], ["s1", "s2"])) == 1
 
 
 @given(st.text(max_size=80), st.integers(min_value=0, max_value=10**9), st.integers(min_value=0, max_value=10**9))
