@@ -133,7 +133,8 @@ def output_body(text: str) -> str:
 
 
 _SIBLING = re.compile(r"Sibling tool call errored")
-_REJECTED = re.compile(r"doesn't want to proceed with this tool use|tool use was rejected|user rejected", re.IGNORECASE)
+_REJECTED = re.compile(r"doesn't want to (?:proceed with this tool use|take this action)|tool use was rejected|user rejected",
+                       re.IGNORECASE)
 _DENIED = re.compile(
     r"Permission to use \w+ has been denied|Permission for this action (?:was|has been) denied|"
     r"auto mode classifier|don't ask mode|requires approval|was blocked by (?:a|the) hook|denied by (?:the )?user",

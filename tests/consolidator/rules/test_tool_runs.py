@@ -56,6 +56,8 @@ def test_a_silent_failure_has_no_error_text_and_colour_codes_are_not_text() -> N
         (bash("test -f a", "Exit code 1\n", exit_code=1, is_error=True), ("ignored", "quiet")),
         (bash("make", "<tool_use_error>Sibling tool call errored</tool_use_error>", is_error=True), ("ignored", "sibling")),
         (bash("rm -rf build", "The user doesn't want to proceed with this tool use.", is_error=True), ("ignored", "rejected")),
+        (bash("git push", "The user doesn't want to take this action right now. STOP what you are doing and wait for the user "
+              "to tell you how to proceed.", is_error=True), ("ignored", "rejected")),
         (bash("curl x", "Permission to use Bash has been denied because of a rule.", is_error=True), ("ignored", "denied")),
         (bash("cat /etc/shadow", "Exit code 1\ncat: /etc/shadow: Permission denied", exit_code=1, is_error=True), ("failed", "status")),
         (bash("npm install 2>&1 | head -20", "npm warn x\nnpm error code ENOTEMPTY\nnpm error syscall rename"), ("failed", "piped")),
