@@ -20,11 +20,14 @@ from typing import Any
 
 import duckdb
 
+from pipeline.calls import session_sums
+from pipeline.calls.priced_sql import COLUMNS
+
 # Prompt lengths beyond any tier's bounds.
 _BELOW = -1
 _ABOVE = 2**62
 
-COLUMNS = ("model", "source", "day", "lo", "hi", "r_in", "r_read", "r_out", "r_w5", "r_w1h")
+
 
 # The (model, source, day) keys of the calls of $sources that the table has no rate row for under $prices.
 _MISSING = """
@@ -82,7 +85,8 @@ def missing(con: duckdb.DuckDBPyConnection, sources: list[str], prices: str) -> 
 
 def store(con: duckdb.DuckDBPyConnection) -> int:
     """Price every (model, source, day) of the calls the table lacks under today's price data, in the
-    caller's transaction, and drop the rows of other releases. Returns the rows added."""
+    caller's transaction, drop the rows of other releases, and keep each session's priced sums
+    (`session_sums`). Returns the rate rows added."""
     prices = release()
     sources = [r[0] for r in con.execute("SELECT DISTINCT source FROM llm_calls").fetchall()]
     rows = missing(con, sources, prices)
@@ -97,6 +101,8 @@ def store(con: duckdb.DuckDBPyConnection) -> int:
             """,
             {"prices": prices, **rows},
         )
+    # Every day priced, each session's sums are summed again under the same release (`sessions` reads them).
+    session_sums.refresh(con, prices)
     return len(rows["model"])
 
 

@@ -23,12 +23,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import duckdb
 
+from pipeline.calls import session_sums
 from pipeline.errors import UsageError
 from pipeline.usage import periods
 from pipeline.usage.priced import Selection
 
 KINDS = {"daily": "daily", "weekly": "weekly", "monthly": "monthly", "session": "sessions", "blocks": "blocks"}
-USAGE_SOURCES = ("claude-code", "codex")
+USAGE_SOURCES = session_sums.SOURCES
 TOKEN_KEYS = ("inputTokens", "cacheCreationTokens", "cacheReadTokens", "outputTokens")
 
 

@@ -308,6 +308,29 @@ def _secret_scans(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+@step("013_session_usage")
+def _session_usage(con: duckdb.DuckDBPyConnection) -> None:
+    # Each session's own calls summed and priced (`pipeline.calls.session_sums`), kept by the writer that
+    # prices the new days, with the fingerprint of the calls they were summed from: `pipeline sessions`
+    # reads them while the fingerprint matches, and sums the calls itself otherwise.
+    con.execute(
+        """
+        CREATE TABLE session_usage (
+            session_id VARCHAR PRIMARY KEY,
+            models VARCHAR[] NOT NULL,
+            uncached BIGINT NOT NULL,
+            written BIGINT NOT NULL,
+            cached BIGINT NOT NULL,
+            completion BIGINT NOT NULL,
+            cost DOUBLE NOT NULL,
+            unpriced BOOLEAN NOT NULL,
+            unrated BOOLEAN NOT NULL
+        )
+        """
+    )
+    con.execute("CREATE TABLE session_usage_state (prices VARCHAR NOT NULL, calls BIGINT NOT NULL, digest VARCHAR NOT NULL)")
+
+
 # -- applying the steps --------------------------------------------------------------------------------
 
 
