@@ -85,7 +85,6 @@ __all__ = [
     "find_error_patterns",
     "normalise",
     "pattern_candidate",
-    "run_programs",
     "speaker",
     "stale_edit",
     "verbatim_quote",
@@ -191,8 +190,6 @@ def error_lines(text: str) -> list[str]:
 # `sudo: a password is required`, `zsh:1: no matches found: …`, `bash: line 1: x: command not found`:
 # a program saying, in its own name, why it stopped.
 _SPEAKER = re.compile(r"^(?P<program>[A-Za-z][\w.+-]*)(?::\d+|: line \d+)*: +(?=\S)")
-# Shells name themselves in their errors but are never in the command they ran.
-_SHELLS = frozenset({"bash", "zsh", "sh", "dash", "fish", "ksh", "pwsh", "powershell"})
 # What a shell says of another program (the one it could not find) is about that program.
 _ABOUT_ANOTHER = re.compile(r"command not found|not found: |is not recognized", re.IGNORECASE)
 _NOT_A_FAILURE = re.compile(r"(?:warning|note|hint|info)\b", re.IGNORECASE)
@@ -206,19 +203,9 @@ def speaker(line: str, programs: Iterable[str]) -> str | None:
     if match is None or _NOT_A_FAILURE.match(text, match.end()):
         return None
     name = match.group("program").lower()
-    if name in _SHELLS:
+    if sh.is_shell(name):  # shells name themselves in their errors but are never in the command they ran
         return None if _ABOUT_ANOTHER.search(text) else name
     return name if name in {p.lower() for p in programs} else None
-
-
-def run_programs(run: ToolResult) -> set[str]:
-    """Every program of a call's command line, `sudo` included (the parser sets it aside)."""
-    if run.parsed is None:
-        return set()
-    found = {p.lower() for p in run.parsed.programs if p}
-    if any(seg.text.lstrip().startswith("sudo ") for seg in run.parsed.segments):
-        found.add("sudo")
-    return found
 
 
 def failure_lines(text: str, programs: Iterable[str] = ()) -> list[str]:
@@ -466,7 +453,7 @@ def find_error_patterns(
             if state != "failed":
                 continue
             seen_here: set[str] = set()
-            for position, line in enumerate(failure_lines(run.text, run_programs(run))):
+            for position, line in enumerate(failure_lines(run.text, run.programs)):
                 shown = _group(error_shape(line))
                 if not re.search(r"[^\W\d_]", shown.replace("<value>", "").replace("<path>", "")):
                     continue  # nothing but placeholders: no failure to name
@@ -486,7 +473,7 @@ def find_error_patterns(
     for sid, runs in by_session.items():
         for run, (state, _) in zip(runs, states[sid], strict=True):
             if state == "ok" and run.text:
-                for shape in {_group(error_shape(line)) for line in failure_lines(run.text, run_programs(run))}:
+                for shape in {_group(error_shape(line)) for line in failure_lines(run.text, run.programs)}:
                     printed_by_ok[shape] = printed_by_ok.get(shape, 0) + 1
     rank = {sid: i for i, sid in enumerate(session_order)}
     found = []
@@ -679,7 +666,7 @@ def _speakers(finding: PatternFinding) -> list[str]:
     for sid, occ in finding.occurrences.items():
         for (_, quote), run in zip(occ, finding.runs[sid], strict=True):
             line = next((ln for ln in run.body.split("\n") if quote in ln), quote)
-            name = speaker(line, run_programs(run))
+            name = speaker(line, run.programs)
             if name is None:
                 return []
             names.add(name)

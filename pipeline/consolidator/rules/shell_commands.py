@@ -78,9 +78,14 @@ def program_name(word: str) -> str:
     return base
 
 
+def is_shell(name: str) -> bool:
+    """Is this program a shell (`bash`, `zsh`, `powershell`, `cmd`, …)?"""
+    return bool(_SHELLS.match(program_name(name).lower()))
+
+
 def _shell_inner(argv: Sequence[str]) -> str | None:
     """The command string a shell invocation runs (`bash -lc X` → X, `powershell -Command X` → X)."""
-    if not argv or not _SHELLS.match(program_name(argv[0]).lower()):
+    if not argv or not is_shell(argv[0]):
         return None
     for i, arg in enumerate(argv[1:], start=1):
         low = arg.lower()

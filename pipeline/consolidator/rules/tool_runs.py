@@ -72,6 +72,16 @@ class ToolResult:
         return sh.parse(self.command) if self.command else None
 
     @cached_property
+    def programs(self) -> frozenset[str]:
+        """Every program of the command line, lower case, `sudo` included (the parser sets it aside)."""
+        if self.parsed is None:
+            return frozenset()
+        found = {p.lower() for p in self.parsed.programs if p}
+        if any(seg.text.lstrip().startswith("sudo ") for seg in self.parsed.segments):
+            found.add("sudo")
+        return frozenset(found)
+
+    @cached_property
     def target(self) -> str | None:
         return sh.tool_target(self.name or "", self.tool_input)
 
