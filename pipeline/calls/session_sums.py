@@ -20,6 +20,7 @@ from typing import Any
 import duckdb
 
 from pipeline.calls.priced_sql import COLUMNS, PRICED
+from pipeline.warehouse import db
 
 # The sources whose calls usage reports count: those derived from the transcripts.
 SOURCES = ("claude-code", "codex")
@@ -49,8 +50,7 @@ def _fingerprint(con: duckdb.DuckDBPyConnection) -> tuple[int, str]:
 
 
 def _has_tables(con: duckdb.DuckDBPyConnection) -> bool:
-    return len(con.execute("SELECT 1 FROM information_schema.tables WHERE table_name IN "
-                           "('session_usage', 'session_usage_state')").fetchall()) == 2
+    return db.has_tables(con, "session_usage", "session_usage_state")
 
 
 def refresh(con: duckdb.DuckDBPyConnection, prices: str) -> int:

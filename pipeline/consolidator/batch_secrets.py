@@ -70,9 +70,7 @@ def _read(con: duckdb.DuckDBPyConnection, session_ids: Sequence[str]) -> Scan:
     ids = list(dict.fromkeys(session_ids))
     parts: dict[str, _Session] = {}
     # A batch input written by an earlier version has no kept scans: every line is scanned then.
-    kept_scans = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('secret_scans', 'secret_values')"
-    ).fetchall()[0][0] == 2
+    kept_scans = db.has_tables(con, "secret_scans", "secret_values")
     query = (
         "SELECT s.session_id, s.rewritten_at, c.line_no FROM sessions s LEFT JOIN secret_scans c "
         "ON c.session_id = s.session_id AND c.detector = ? AND c.rewritten_at IS NOT DISTINCT FROM s.rewritten_at "

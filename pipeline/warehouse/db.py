@@ -288,6 +288,17 @@ def execute_parsed(con: duckdb.DuckDBPyConnection, sql: str, params: object = No
     return con.execute(statement, params)
 
 
+def has_tables(con: duckdb.DuckDBPyConnection, *names: str) -> bool:
+    """Does this database hold every one of these tables (or views)? A warehouse, or a batch input,
+    written by an earlier version may not."""
+    found = con.execute(
+        "SELECT count(DISTINCT table_name) FROM information_schema.tables "
+        "WHERE table_catalog = current_database() AND table_name IN (SELECT unnest(?::VARCHAR[]))",
+        [list(names)],
+    ).fetchone()
+    return found is not None and found[0] == len(set(names))
+
+
 def one(con: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> tuple | None:
     """First row or None. Fetches everything: DuckDB 2 refuses new work while a result is half read."""
     rows = con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()

@@ -41,6 +41,7 @@ from pipeline.consolidator.rules.error_shapes import find_error_patterns, patter
 from pipeline.consolidator.rules.routines import find_routines, project_name, routine_candidate
 from pipeline.consolidator.rules.tool_runs import ToolResult, distinct_runs
 from pipeline.secrets.gate import SecretSet
+from pipeline.warehouse import db
 
 __all__ = ["BatchText", "build_answer", "dropped_claims", "leave_out_dropped", "masked", "read_batch", "run_rules"]
 
@@ -225,11 +226,7 @@ def _drop_unquotable(answer: dict[str, Any], quotes: WarehouseQuotes) -> dict[st
 
 def dropped_claims(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
     """(kind, claim in lowercase with single spaces) of every memory a reviewer took back."""
-    exists = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database() "
-        "AND table_name = 'dropped_memories'"
-    ).fetchone()
-    if not exists or not exists[0]:
+    if not db.has_tables(con, "dropped_memories"):
         return set()  # a warehouse from before memories could be dropped
     return {(kind, _normalised(claim)) for kind, claim in con.execute("SELECT kind, claim FROM dropped_memories").fetchall()}
 
