@@ -6,6 +6,10 @@ Shared by the reports (`pipeline.usage.priced`) and by the per-session sums ever
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
 # The rate columns, as `price_rates` holds them and as PRICED binds the rates the table lacks ($x_…).
 COLUMNS = ("model", "source", "day", "lo", "hi", "r_in", "r_read", "r_out", "r_w5", "r_w1h")
 
@@ -51,4 +55,14 @@ WITH rates AS (
 )
 """
 
-__all__ = ["COLUMNS", "PRICED"]
+
+
+def parameters(sources: Sequence[str], prices: str, *, tz: str = "UTC", project: str | None = None,
+               since: dt.date | None = None, until: dt.date | None = None) -> dict[str, Any]:
+    """PRICED's bound parameters, with no rate of its own to add ($x_…: what the table lacks, priced
+    by the caller when it must be)."""
+    return {"sources": list(sources), "tz": tz, "project": project, "since": since, "until": until, "prices": prices,
+            **{f"x_{k}": [] for k in COLUMNS}}
+
+
+__all__ = ["COLUMNS", "PRICED", "parameters"]

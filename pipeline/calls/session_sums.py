@@ -15,11 +15,9 @@ columns once, without the joins and the pricing.
 
 from __future__ import annotations
 
-from typing import Any
-
 import duckdb
 
-from pipeline.calls.priced_sql import COLUMNS, PRICED
+from pipeline.calls.priced_sql import PRICED, parameters
 from pipeline.warehouse import db
 
 # The sources whose calls usage reports count: those derived from the transcripts.
@@ -39,11 +37,6 @@ FROM selected GROUP BY own
 """
 
 
-def _params(prices: str) -> dict[str, Any]:
-    return {"sources": list(SOURCES), "tz": "UTC", "project": None, "since": None, "until": None, "prices": prices,
-            **{f"x_{k}": [] for k in COLUMNS}}
-
-
 def _fingerprint(con: duckdb.DuckDBPyConnection) -> tuple[int, str]:
     calls, digest = con.execute(_FINGERPRINT, {"sources": list(SOURCES)}).fetchone() or (0, "0")
     return int(calls), str(digest)
@@ -61,7 +54,7 @@ def refresh(con: duckdb.DuckDBPyConnection, prices: str) -> int:
         return 0
     con.execute("DELETE FROM session_usage")
     con.execute("DELETE FROM session_usage_state")
-    con.execute(f"INSERT INTO session_usage {PRICED} {_SUMS}", _params(prices))
+    con.execute(f"INSERT INTO session_usage {PRICED} {_SUMS}", parameters(SOURCES, prices))
     calls, digest = _fingerprint(con)
     con.execute("INSERT INTO session_usage_state VALUES (?, ?, ?)", [prices, calls, digest])
     return int((con.execute("SELECT count(*) FROM session_usage").fetchone() or (0,))[0])

@@ -24,6 +24,7 @@ import duckdb
 from pipeline.calls import rates as price_rates
 from pipeline.calls import session_sums
 from pipeline.calls.priced_sql import PRICED as _PRICED
+from pipeline.calls.priced_sql import parameters
 
 # Per group and model: the four token kinds, the cost of the priced calls, whether any call had no price.
 _SUMS = """
@@ -82,10 +83,8 @@ class Selection:
         self.con = con
         self.sources = list(sources)
         self.prices = price_rates.release()
-        self.params: dict[str, Any] = {
-            "sources": self.sources, "tz": tz, "project": project, "since": since, "until": until, "prices": self.prices,
-            **{f"x_{k}": [] for k in price_rates.COLUMNS},
-        }
+        self.params: dict[str, Any] = parameters(self.sources, self.prices, tz=tz, project=project, since=since,
+                                                 until=until)
         self._complete = False
 
     def _run(self, tail: str, extra: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
