@@ -8,6 +8,8 @@ agent said (`messages`). Then, each rule explained in its own module:
 * `tool_runs`: which calls failed (and which "failures" are not: empty searches, refusals, sandbox
   retries), subagent replays counted once;
 * `error_shapes` (with `workarounds`): failures whose normalised shape recurs, with what worked next;
+* `missing_programs`: programs the machine does not have (not-found errors, failed lookups), with the
+  program that ran in their place;
 * `routines`: environment prefixes, pinned program paths, and checks or steps run in most sessions;
 * `commitments` (with `promise_phrases`): promises left outstanding at the end of a turn, in eight
   languages.
@@ -37,7 +39,8 @@ from pipeline.consolidator.contract import MIN_CANDIDATE_EVIDENCE, QUOTE_LEAK_MI
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.consolidator.rules import shell_commands as sh
 from pipeline.consolidator.rules.commitments import Message, commitment_entry, find_commitments
-from pipeline.consolidator.rules.error_shapes import find_error_patterns, pattern_candidate
+from pipeline.consolidator.rules.error_shapes import find_error_patterns, pattern_candidate, session_runs
+from pipeline.consolidator.rules.missing_programs import find_missing_programs, missing_candidate
 from pipeline.consolidator.rules.routines import find_routines, project_name, routine_candidate
 from pipeline.consolidator.rules.tool_runs import ToolResult, distinct_runs
 from pipeline.secrets.gate import SecretSet
@@ -185,6 +188,12 @@ def build_answer(
     roots = {sid: parent for sid, parent in (parents or {}).items() if parent and parent in session_ids}
     patterns = find_error_patterns(runs, order, new_from_line, roots)
     routines = find_routines(runs, order, slugs, new_from_line, roots)
+    pinned = frozenset(sh.program_name(r.key).lower() for r in routines if r.kind == "path")
+    missing = find_missing_programs(runs, order, new_from_line, roots, pinned)
+    # A pattern of not-found errors of a program already written as missing is the same finding.
+    sighted = {(a.run.session_id, a.run.line_no) for m in missing for items in m.sightings.values() for a in items}
+    patterns = [p for p in patterns
+                if not all((r.session_id, r.line_no) in sighted for runs_ in p.runs.values() for r in runs_)]
     calls: dict[str, list[int]] = {}
     edits: dict[str, list[tuple[int, str]]] = {}  # the files each session's calls wrote (a kept promise shows there)
     asks: dict[str, list[int]] = {}  # calls that put a question or a plan to the user and wait: a turn ends there
@@ -200,7 +209,9 @@ def build_answer(
         messages, new_from_line, slugs, {s: sorted(v) for s, v in calls.items()}, {s: sorted(v) for s, v in edits.items()},
         asks,
     )
-    candidates = [pattern_candidate(p, slugs, names) for p in patterns] + [routine_candidate(r, names) for r in routines]
+    by_session = session_runs(runs, order)
+    candidates = ([missing_candidate(m, names) for m in missing] + [pattern_candidate(p, slugs, names, by_session, cwds) for p in patterns]
+                  + [routine_candidate(r, names) for r in routines])
     return {
         "candidates": [kept for c in candidates if (kept := _keep_quotes_out(c)) is not None],
         "commitments": [commitment_entry(c) for c in commitments],

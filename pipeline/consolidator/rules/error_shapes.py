@@ -367,13 +367,14 @@ class PatternFinding:
     runs: dict[str, list[ToolResult]] = field(default_factory=dict)  # the failed calls, per session
     workaround: Workaround | None = None
     why: str = ""  # which threshold made it a pattern
+    missing: str | None = None  # for a missing file or folder: what is missing (`_missing_thing`)
 
     @property
     def count(self) -> int:
         return sum(len(v) for v in self.occurrences.values())
 
 
-def _session_runs(results: Iterable[ToolResult], order: Sequence[str]) -> dict[str, list[ToolResult]]:
+def session_runs(results: Iterable[ToolResult], order: Sequence[str]) -> dict[str, list[ToolResult]]:
     rank = {sid: i for i, sid in enumerate(order)}
     by_session: dict[str, list[ToolResult]] = {}
     for r in sorted(results, key=lambda r: (rank.get(r.session_id, 1 << 30), r.session_id, r.call_line or r.line_no, r.line_no)):
@@ -443,7 +444,7 @@ def find_error_patterns(
     """
     new_from = new_from_line or {}
     root = roots or {}
-    by_session = _session_runs(results, session_order)
+    by_session = session_runs(results, session_order)
     states: dict[str, list[Outcome]] = {sid: outcomes(runs) for sid, runs in by_session.items()}
     by_shape: dict[str, PatternFinding] = {}
     calls: dict[str, set[tuple[str, int]]] = {}
@@ -463,7 +464,7 @@ def find_error_patterns(
                 if shape in seen_here:
                     continue
                 seen_here.add(shape)
-                finding = by_shape.setdefault(shape, PatternFinding(shape=shown, head=error_head(line)))
+                finding = by_shape.setdefault(shape, PatternFinding(shape=shown, head=error_head(line), missing=missing))
                 finding.occurrences.setdefault(sid, []).append((run.line_no, verbatim_quote(line, run.text)))
                 finding.runs.setdefault(sid, []).append(run)
                 calls.setdefault(shape, set()).add((sid, run.line_no))
@@ -489,11 +490,12 @@ def find_error_patterns(
         if stale and _generic_recovery(finding.workaround):
             continue  # a stale copy of the file, recovered as every agent does (module docstring)
         spread = len({root.get(sid, sid) for sid in finding.occurrences})
-        # A check that keeps failing in one session is a bug being fixed, not a recurring failure.
-        repeats = [
-            sum(1 for r in runs if not _is_check(r)) for runs in finding.runs.values()
-        ]
-        most = max(repeats) if repeats else 0
+        # A check that keeps failing in one session is a bug being fixed, not a recurring failure. Repeats
+        # are counted per session as people work: a parent's subagents add to its count.
+        repeats: dict[str, int] = {}
+        for sid, runs in finding.runs.items():
+            repeats[root.get(sid, sid)] = repeats.get(root.get(sid, sid), 0) + sum(1 for r in runs if not _is_check(r))
+        most = max(repeats.values()) if repeats else 0
         if spread >= 2:
             finding.why = "sessions"
         elif most >= 3:
@@ -673,8 +675,67 @@ def _speakers(finding: PatternFinding) -> list[str]:
     return sorted(names) if len(names) == 1 else []
 
 
+_ONE_PATH = re.compile(r"(?:[A-Za-z]:)?[\\/]?(?:[\w.~\-]+[\\/])+[\w.~\-]+")
+
+
+def _found_instead(finding: PatternFinding, missing: str, by_session: Mapping[str, Sequence[ToolResult]]) -> str | None:
+    """A path of the same name that a later call of the same sessions read or ran and that worked: where
+    the missing file really is (`tests/e2e.sh` for `tests/hybrid/e2e.sh`)."""
+    name = re.split(r"[\\/]", missing)[-1]
+    for sid, failed in finding.runs.items():
+        runs = list(by_session.get(sid, ()))
+        after = max((i for i, r in enumerate(runs) if any(r is f for f in failed)), default=-1)
+        for run in runs[after + 1 :]:
+            if run.is_error or run.exit_code not in (None, 0) or not run.has_result:
+                continue
+            for path in {run.target or "", *(run.parsed.main.operands if run.parsed and run.parsed.main else [])}:
+                if path != missing and _ONE_PATH.fullmatch(path) and re.split(r"[\\/]", path)[-1] == name:
+                    return path
+    return None
+
+
+def _missing_claim(finding: PatternFinding, where: str, by_session: Mapping[str, Sequence[ToolResult]],
+                   cwds: Mapping[str, str | None] | None = None) -> str | None:
+    """For a file or folder missing again and again, a claim that names it (and where it is instead, when a
+    later call found it there) rather than restating the error's text; None for other failures."""
+    missing = (finding.missing or "").strip("'\"`")
+    if not _ONE_PATH.fullmatch(missing):
+        return None
+    tools = sorted({r.program for runs in finding.runs.values() for r in runs if r.program})
+    how = f"`{tools[0]}` failed on it" if len(tools) == 1 else "calls failed on it"
+    instead = _found_instead(finding, missing, by_session)
+    # shown from the session's working folder when both paths are in it, else from the folder they share
+    base = next((c.rstrip("/\\") for sid in finding.runs if (c := (cwds or {}).get(sid)) and _inside(missing, c)
+                 and (instead is None or _inside(instead, c))), None)
+    if base is None and instead is not None:
+        base = _common_folder(missing, instead).rstrip("/\\") or None
+    cut = len(base) + 1 if base else 0
+    under = f" in {base}" if base else ""
+    if instead is None:
+        return f"`{missing[cut:]}` does not exist{under} ({how} {where})"
+    return (f"`{missing[cut:]}` does not exist{under}: the file is `{instead[cut:]}` ({how} {where}; a later call "
+            "found it at the second path)")
+
+
+def _inside(path: str, folder: str) -> bool:
+    top = folder.rstrip("/\\")
+    return bool(top) and path.startswith(top) and path[len(top):len(top) + 1] in ("/", "\\")
+
+
+def _common_folder(a: str, b: str) -> str:
+    """The longest folder both paths start with, with its trailing separator ("" when none)."""
+    cut = 0
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            break
+        if x in "/\\":
+            cut = i + 1
+    return a[:cut] if cut > 1 else ""
+
+
 def pattern_candidate(
-    finding: PatternFinding, slugs: Mapping[str, str | None], names: Mapping[str | None, str] | None = None
+    finding: PatternFinding, slugs: Mapping[str, str | None], names: Mapping[str | None, str] | None = None,
+    by_session: Mapping[str, Sequence[ToolResult]] | None = None, cwds: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     sessions = list(finding.occurrences)
     quotes = {q for occ in finding.occurrences.values() for _, q in occ}
@@ -702,6 +763,9 @@ def pattern_candidate(
         claim = f"{failing} {'fail' if ' and ' in failing or failing == 'tool calls' else 'fails'} with the same error {where}"
     else:
         claim = f"{finding.head} recurs in failed {tool} {where}"
+    gone = _missing_claim(finding, where, by_session or {}, cwds)
+    if gone is not None:
+        claim = gone
     claim = _clip(claim + ".", MAX_CLAIM_CHARS)
     places = "; ".join(
         f"{sid} line{'s' if len(occ) > 1 else ''} {', '.join(str(n) for n, _ in occ)}"

@@ -503,6 +503,30 @@ def test_a_missing_file_recurs_only_when_the_same_file_is_missing() -> None:
     assert find_error_patterns(cats, ["s1", "s2"]) == []
 
 
+def test_a_file_missing_again_is_named_with_where_it_really_is() -> None:
+    """Subagents reading the same old path add to their parent's repeats; the claim names the path, and
+    the file of the same name that a later call read."""
+    def read(session: str, line: int, path: str, ok: bool = False) -> ToolResult:
+        text = "1\t#!/usr/bin/env bash" if ok else "File does not exist. Note: your current working directory is /w/sim."
+        return ToolResult(session, line, text, is_error=not ok, name="Read", tool_input={"file_path": path},
+                          call_id=f"{session}-{line}", call_line=line - 1)
+
+    old, new = "/w/sim/tests/hybrid/e2e.sh", "/w/sim/tests/e2e.sh"
+    runs = [read("agent-1", 8, old), read("agent-2", 8, old), read("agent-2", 34, old), read("agent-2", 40, new, ok=True)]
+    order = ["p", "agent-1", "agent-2"]
+    assert [f.why for f in find_error_patterns(runs[:2], order, roots={"agent-1": "p", "agent-2": "p"})] == []
+    [found] = find_error_patterns(runs, order, roots={"agent-1": "p", "agent-2": "p"})
+    assert found.missing == old and found.why == "repeats"
+    answer = build_answer(runs, [], order, slugs=dict.fromkeys(order, "sim"), cwds=dict.fromkeys(order, "/w/sim"),
+                          parents={"agent-1": "p", "agent-2": "p"})
+    [candidate] = answer["candidates"]
+    assert candidate["claim"].startswith("`tests/hybrid/e2e.sh` does not exist in /w/sim: the file is `tests/e2e.sh`")
+    # without a later find, the claim still names what is missing rather than the error's words
+    answer = build_answer(runs[:3], [], order, slugs=dict.fromkeys(order, "sim"), cwds=dict.fromkeys(order, "/w/sim"),
+                          parents={"agent-1": "p", "agent-2": "p"})
+    assert answer["candidates"][0]["claim"].startswith("`tests/hybrid/e2e.sh` does not exist in /w/sim (`Read` failed")
+
+
 @given(st.text(max_size=80), st.integers(min_value=0, max_value=10**9), st.integers(min_value=0, max_value=10**9))
 # Texts where a placeholder made a later rule match on a second pass: a flag, and a file name each side.
 @example("0-A", 0, 0)
