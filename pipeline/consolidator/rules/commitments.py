@@ -52,6 +52,9 @@ its session (or, given project slugs, in a later session of the same project), b
   folder (`specs/001/spec.md`, `E:\\a\\b\\spec.md`; a bare name like `README.md` is in every folder, so
   it names none) and a later successful tool call writes it (Write, Edit, MultiEdit, NotebookEdit,
   or a patch that adds or updates it); the paths match when one ends with the other, two parts or more;
+* **run** (an agent's promise, same session): the promise's sentence names a command in a code span (a
+  program and at least one more word: `npm install`, `git remote add origin <URL>` up to its
+  placeholder) and later successful tool calls run every command it names;
 * **report**: a later message of the promise's own side (the agent's for the agent, the user's for
   the user) has a sentence reporting work done in any of the eight languages (a completion word,
   `promise_phrases.reports_done`: "Report recorded in …", "Ich habe … aktualisiert", "Видео скачано",
@@ -282,7 +285,7 @@ class CommitmentFinding:
     why: str = "english"  # which rule: english, deferral, handoff, sequencing, user-list
     items: tuple[str, ...] = ()  # for a user list: its items
     sentence: str = ""  # the whole sentence the promise was read from (the quote may be cut)
-    resolved_by: str | None = None  # which rule saw it done: english, report, edit, edit+report
+    resolved_by: str | None = None  # which rule saw it done: english, report, edit, run, taken up
 
     @property
     def actor(self) -> str:
@@ -561,6 +564,34 @@ def _written(named: Sequence[Sequence[str]], edits: Sequence[tuple[int, str]], a
     return None
 
 
+_CODE_SPAN = re.compile(r"`([^`\n]{4,200})`")
+_COMMAND_HEAD = re.compile(r"[A-Za-z][\w+-]*")
+
+
+def named_commands(text: str) -> list[str]:
+    """The command lines `text` names in code spans: a program and at least one more word (`npm install`,
+    `git remote add origin <URL>` up to its placeholder); a file name or a single word names none."""
+    out = []
+    for span in _CODE_SPAN.findall(text):
+        words = span.split()
+        cut = next((i for i, w in enumerate(words) if w.startswith(("<", "{", "$")) or w in ("...", "…")), len(words))
+        words = words[:cut]
+        if len(words) >= 2 and _COMMAND_HEAD.fullmatch(words[0]) and not re.search(r"\.[A-Za-z]{1,5}$", words[0]):
+            out.append(" ".join(words))
+    return out
+
+
+def _ran(named: Sequence[str], runs: Sequence[tuple[int, str]], after: int) -> int | None:
+    """The line of the last of the named commands' first successful runs after `after`, once every one ran."""
+    lines = []
+    for command in named:
+        line = next((n for n, ran in runs if n > after and command in " ".join(ran.split())), None)
+        if line is None:
+            return None
+        lines.append(line)
+    return max(lines) if lines else None
+
+
 def _promised_verb(sentence: str) -> str | None:
     """The stem of the verb the speaker promised ("fülle ich … aus" → "füll", "I'll write" → "writ"),
     when it is written in an alphabetic script and four letters or more."""
@@ -616,7 +647,8 @@ def _taken_up(findings: Sequence[CommitmentFinding], said: Sequence[Message]) ->
 
 
 def _resolution(
-    finding: CommitmentFinding, message: Message, later: Sequence[Message], edits: Sequence[tuple[int, str]]
+    finding: CommitmentFinding, message: Message, later: Sequence[Message], edits: Sequence[tuple[int, str]],
+    runs: Sequence[tuple[int, str]] = (),
 ) -> _Done | None:
     """Where the promise made in `message` was seen done: in the `later` messages (those of its own
     session, or of the project's later sessions, in order) or in `edits`, its session's file writes as
@@ -630,6 +662,10 @@ def _resolution(
         line = _written(named, edits, message.line_no, 1 << 62) if named else None
         if line is not None:
             found.append(_Done(message.session_id, line, "edit"))
+        commands = named_commands(finding.sentence) if finding.actor == "agent" and finding.sentence else []
+        line = _ran(commands, runs, message.line_no) if commands else None
+        if line is not None:
+            found.append(_Done(message.session_id, line, "run"))
         report = _report_done(finding, message, later)
         if report is not None:
             found.append(report)
@@ -673,12 +709,14 @@ def find_commitments(
     calls: Mapping[str, Sequence[int]] | None = None,
     edits: Mapping[str, Sequence[tuple[int, str]]] | None = None,
     asks: Mapping[str, Sequence[int]] | None = None,
+    runs: Mapping[str, Sequence[tuple[int, str]]] | None = None,
 ) -> list[CommitmentFinding]:
     """Promises in user and agent text, in transcript order (see the module docstring).
 
     `calls` gives each session's tool-call line numbers (sorted); without it no turn has tool calls.
     `edits` gives each session's file writes as (tool-call line, path), sorted; without it no promise
-    is seen kept by a tool call. `asks` gives the lines of calls that put a question to the user and wait
+    is seen kept by a tool call; `runs` gives each session's successful shell commands as (tool-call line,
+    command line), sorted, for promises that name a command. `asks` gives the lines of calls that put a question to the user and wait
     for the answer: each ends a turn.
     """
     new_from = new_from_line or {}
@@ -723,7 +761,7 @@ def find_commitments(
                 if said_before in seen_promises:
                     continue  # the same promise said again in its session (a prompt sent twice)
                 seen_promises.add(said_before)
-                done = _resolution(finding, message, said[i + 1 :], written)
+                done = _resolution(finding, message, said[i + 1 :], written, sorted((runs or {}).get(sid, ())))
                 if done is None and slugs:
                     done = _resolution(finding, message, _later_in_project(message, by_session, slugs), ())
                 fresh_news = done is not None and done.line_no >= new_from.get(done.session_id, 1)

@@ -196,18 +196,21 @@ def build_answer(
                 if not all((r.session_id, r.line_no) in sighted for runs_ in p.runs.values() for r in runs_)]
     calls: dict[str, list[int]] = {}
     edits: dict[str, list[tuple[int, str]]] = {}  # the files each session's calls wrote (a kept promise shows there)
+    ran: dict[str, list[tuple[int, str]]] = {}  # the commands each session ran successfully (likewise)
     asks: dict[str, list[int]] = {}  # calls that put a question or a plan to the user and wait: a turn ends there
     for run in runs:
         if run.call_line is not None and (run.name or "") in ASKS_THE_USER:
             asks.setdefault(run.session_id, []).append(run.call_line)
         elif run.call_line is not None:
             calls.setdefault(run.session_id, []).append(run.call_line)
-            if not run.is_error and run.exit_code in (None, 0):
+            if not run.is_error and run.exit_code in (None, 0) and run.has_result:
                 for path in sh.written_files(run.name or "", run.tool_input):
                     edits.setdefault(run.session_id, []).append((run.call_line, path))
+                if run.command:
+                    ran.setdefault(run.session_id, []).append((run.call_line, run.command))
     commitments = find_commitments(
         messages, new_from_line, slugs, {s: sorted(v) for s, v in calls.items()}, {s: sorted(v) for s, v in edits.items()},
-        asks,
+        asks, {s: sorted(v) for s, v in ran.items()},
     )
     by_session = session_runs(runs, order)
     candidates = ([missing_candidate(m, names) for m in missing] + [pattern_candidate(p, slugs, names, by_session, cwds) for p in patterns]

@@ -208,3 +208,35 @@ def test_a_promise_taken_up_again_is_kept_with_the_new_one() -> None:
     said[5] = Message("s1", 11, "assistant", "Ich habe den Server mit der Tariftabelle erstellt.")
     found = {f.line_no: f for f in find_commitments(said)}
     assert found[7].resolved_at == 11 and found[3].resolved_at is None
+
+
+def _with_runs(promise: str, runs: Sequence[tuple[int, str]]) -> list[CommitmentFinding]:
+    said = [
+        Message("s1", 1, "user", PROMPT, is_prompt=True),
+        Message("s1", 3, "assistant", promise),
+        Message("s1", 5, "user", "Done, go ahead.", is_prompt=True),
+    ]
+    return find_commitments(said, calls={"s1": sorted(n for n, _ in runs)}, runs={"s1": list(runs)})
+
+
+def test_running_every_named_command_resolves() -> None:
+    promise = "Once the registry is back, tell me and I'll rerun `npm install` and confirm `npm test` again."
+    finding = only(_with_runs(promise, [(6, "npm install --no-audit"), (8, "npm test -- --watch=false")]))
+    assert (finding.resolved_at, finding.resolved_by) == (8, "run")
+    # one of the two is not enough, nor is a run before the promise
+    assert only(_with_runs(promise, [(6, "npm install")])).resolved_at is None
+    assert only(_with_runs(promise, [(2, "npm install"), (2, "npm test")])).resolved_at is None
+
+
+def test_a_placeholder_ends_the_named_command() -> None:
+    promise = "Give me the remote URL and I'll run `git remote add origin <URL>` and `git push -u origin main`."
+    runs = [(6, "git remote add origin https://example.invalid/r.git"), (8, "git push -u origin main")]
+    assert only(_with_runs(promise, runs)).resolved_by == "run"
+
+
+@pytest.mark.parametrize("promise", [
+    "Send me the log and I'll look at `config.yaml` again.",  # a file, not a command
+    "Send me the log and I'll run `pytest` again.",  # one word could be any run of the program
+])
+def test_what_names_no_command(promise: str) -> None:
+    assert only(_with_runs(promise, [(6, "pytest -q config.yaml")])).resolved_at is None
