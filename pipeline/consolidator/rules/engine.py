@@ -186,7 +186,7 @@ def build_answer(
     }
     # A subagent's file belongs to its parent's session when sessions are counted.
     roots = {sid: parent for sid, parent in (parents or {}).items() if parent and parent in session_ids}
-    patterns = find_error_patterns(runs, order, new_from_line, roots)
+    patterns = find_error_patterns(runs, order, new_from_line, roots, cwds)
     routines = find_routines(runs, order, slugs, new_from_line, roots)
     pinned = frozenset(sh.program_name(r.key).lower() for r in routines if r.kind == "path")
     missing = find_missing_programs(runs, order, new_from_line, roots, pinned)

@@ -71,6 +71,7 @@ from pipeline.consolidator.contract import (
     QUOTE_LEAK_MIN,
 )
 from pipeline.consolidator.rules import shell_commands as sh
+from pipeline.consolidator.rules.error_claims import outdated, statement
 from pipeline.consolidator.rules.tool_runs import ANSI, Outcome, ToolResult, outcomes, output_body
 from pipeline.consolidator.rules.workarounds import Workaround, find_workaround, settings
 
@@ -435,6 +436,7 @@ def find_error_patterns(
     session_order: Sequence[str],
     new_from_line: Mapping[str, int] | None = None,
     roots: Mapping[str, str] | None = None,
+    cwds: Mapping[str, str | None] | None = None,
 ) -> list[PatternFinding]:
     """Error shapes that recur (see the module docstring), widest spread first.
 
@@ -507,7 +509,7 @@ def find_error_patterns(
         fresh = any(
             line_no >= new_from.get(sid, 1) for sid, occ in finding.occurrences.items() for line_no, _ in occ
         )
-        if fresh:
+        if fresh and not outdated(finding, _after(finding, by_session, rank), cwds):
             finding.occurrences = dict(sorted(finding.occurrences.items(), key=lambda kv: rank.get(kv[0], 1 << 30)))
             found.append(finding)
     # Widest spread first, then the shape itself: a stable order for a stable answer.
@@ -515,6 +517,12 @@ def find_error_patterns(
     folded = _merge_episodes(patterns, calls, by_session)
     return sorted((f for shape, f in patterns.items() if shape not in folded),
                   key=lambda f: (-len(f.occurrences), -f.count, f.shape))
+
+
+def _after(finding: PatternFinding, by_session: Mapping[str, list[ToolResult]], rank: Mapping[str, int]) -> list[ToolResult]:
+    """The batch's runs after the finding's last failure, sessions in batch order."""
+    last = max((rank.get(sid, 1 << 30), r.call_line or r.line_no) for sid, runs in finding.runs.items() for r in runs)
+    return [r for sid, runs in by_session.items() for r in runs if (rank.get(sid, 1 << 30), r.call_line or r.line_no) > last]
 
 
 _RANK = {"added": 0, "other operations": 0, "same target": 1, "same program": 2}
@@ -763,9 +771,14 @@ def pattern_candidate(
         claim = f"{failing} {'fail' if ' and ' in failing or failing == 'tool calls' else 'fails'} with the same error {where}"
     else:
         claim = f"{finding.head} recurs in failed {tool} {where}"
+    stated = statement(finding, failing, where, cwds) if remedy is None else None
     gone = _missing_claim(finding, where, by_session or {}, cwds)
-    if gone is not None:
-        claim = gone
+    if gone is not None or stated is not None:
+        claim = gone or (stated.claim if stated else claim)
+        if gone is not None or (stated is not None and stated.of_folders):
+            # about this project's own files: said of the project, so that a later night links only
+            # evidence of the same project to it (corpus.about)
+            claim = f"In {_project(slugs, sessions, names)}, {claim}"
     claim = _clip(claim + ".", MAX_CLAIM_CHARS)
     places = "; ".join(
         f"{sid} line{'s' if len(occ) > 1 else ''} {', '.join(str(n) for n, _ in occ)}"

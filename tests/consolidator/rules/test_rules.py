@@ -520,11 +520,12 @@ def test_a_file_missing_again_is_named_with_where_it_really_is() -> None:
     answer = build_answer(runs, [], order, slugs=dict.fromkeys(order, "sim"), cwds=dict.fromkeys(order, "/w/sim"),
                           parents={"agent-1": "p", "agent-2": "p"})
     [candidate] = answer["candidates"]
-    assert candidate["claim"].startswith("`tests/hybrid/e2e.sh` does not exist in /w/sim: the file is `tests/e2e.sh`")
+    # said of the project (a later night links only evidence of the same project to it)
+    assert candidate["claim"].startswith("In w/sim, `tests/hybrid/e2e.sh` does not exist in /w/sim: the file is `tests/e2e.sh`")
     # without a later find, the claim still names what is missing rather than the error's words
     answer = build_answer(runs[:3], [], order, slugs=dict.fromkeys(order, "sim"), cwds=dict.fromkeys(order, "/w/sim"),
                           parents={"agent-1": "p", "agent-2": "p"})
-    assert answer["candidates"][0]["claim"].startswith("`tests/hybrid/e2e.sh` does not exist in /w/sim (`Read` failed")
+    assert answer["candidates"][0]["claim"].startswith("In w/sim, `tests/hybrid/e2e.sh` does not exist in /w/sim (`Read` failed")
 
 
 @given(st.text(max_size=80), st.integers(min_value=0, max_value=10**9), st.integers(min_value=0, max_value=10**9))
@@ -643,7 +644,9 @@ def test_the_program_that_says_why_it_stopped_is_the_one_that_failed() -> None:
     runs = [_bash("s1", 2, "lsblk /dev/sda && sudo parted /dev/sda print", "NAME SIZE\nsda 232.9G\n" + refused),
             _bash("s2", 4, "sudo ip link add x type macvlan", refused)]
     [candidate] = build_answer(runs, [], ["s1", "s2"])["candidates"]
-    assert candidate["claim"] == "a password is required recurs in failed `sudo` across sessions."
+    # and what is true is said plainly: sudo wants a password, and what ran under it failed
+    assert candidate["claim"] == ("`sudo` asks for a password here that the agent cannot type: `parted` and `ip link` "
+                                  "failed under it (across sessions).")
     assert {"type": "tool", "name": "sudo"} in candidate["entities"]
     # awk names itself before its error; the pipe started with ss
     split = "awk: cmd. line:1: (FILENAME=- FNR=13) fatal: split: second argument is not an array"

@@ -1,0 +1,69 @@
+"""What a recurring error says is true, claimed plainly (`pipeline.consolidator.rules.error_claims`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.consolidator.contract import QUOTE_LEAK_MIN
+from pipeline.consolidator.rules.engine import build_answer
+from pipeline.consolidator.rules.tool_runs import ToolResult
+
+
+def failed(session: str, line: int, command: str, output: str, workdir: str | None = None, code: int = 1) -> ToolResult:
+    tool_input: dict[str, object] = {"command": command, **({"workdir": workdir} if workdir else {})}
+    return ToolResult(session, line, output, is_error=True, exit_code=code, name="shell_command", tool_input=tool_input,
+                      call_id=f"{session}-{line}", call_line=line - 1)
+
+
+def claim_of(runs: list[ToolResult], cwds: dict[str, str] | None = None) -> str:
+    sessions = sorted({r.session_id for r in runs})
+    [candidate] = build_answer(runs, [], sessions, slugs=dict.fromkeys(sessions, "p"), cwds=cwds)["candidates"]
+    assert not any(len(e["quote"]) >= QUOTE_LEAK_MIN and e["quote"] in candidate["claim"] for e in candidate["evidence"])
+    return str(candidate["claim"])
+
+
+NOT_A_REPO = "fatal: not a git repository (or any of the parent directories): .git"
+
+
+def test_folders_that_are_not_repositories_are_named() -> None:
+    runs = [failed("a", 5, "git status --short", NOT_A_REPO, "C:\\Games\\Test_Mons"),
+            failed("b", 7, "git diff", NOT_A_REPO, "C:\\Games\\HunHuan")]
+    assert claim_of(runs) == ("In p, `Test_Mons` and `HunHuan` in C:\\Games are not git repositories: `git diff` "
+                              "and `git status` failed there for want of one (across sessions).")
+    # without a workdir, the session's own folder
+    runs = [failed(s, 5, "git status", NOT_A_REPO) for s in ("a", "b")]
+    assert claim_of(runs, {"a": "/w/site", "b": "/w/site"}).startswith("In w/site, `/w/site` is not a git repository:")
+
+
+def test_a_folder_that_became_a_repository_later_is_no_finding() -> None:
+    runs = [failed("a", 5, "git status", NOT_A_REPO, "/w/site"), failed("b", 5, "git status", NOT_A_REPO, "/w/site/app")]
+    ok = ToolResult("c", 9, "## main", is_error=False, exit_code=0, name="shell_command",
+                    tool_input={"command": "git status -sb", "workdir": "/w/site"}, call_id="c-9", call_line=8)
+    answer = build_answer([*runs, ok], [], ["a", "b", "c"], slugs=dict.fromkeys("abc", "p"))
+    assert answer["candidates"] == []
+    # a repository made in a folder below is no repository above it
+    below = ToolResult("c", 9, "## main", is_error=False, exit_code=0, name="shell_command",
+                       tool_input={"command": "git status -sb", "workdir": "/w/site/app"}, call_id="c-9", call_line=8)
+    assert len(build_answer([*runs, below], [], ["a", "b", "c"], slugs=dict.fromkeys("abc", "p"))["candidates"]) == 1
+
+
+def test_modules_named_by_the_error_are_named_by_the_claim() -> None:
+    runs = [failed(s, 3, "python3 tools/gen.py", f"Traceback (most recent call last):\nModuleNotFoundError: No module named '{m}'")
+            for s, m in (("a", "yaml"), ("b", "yaml"))]
+    assert claim_of(runs).startswith("The Python module `yaml` is not installed for the Python that ran `python3")
+
+
+@pytest.mark.parametrize(("output", "start"), [
+    ("Cannot open netlink socket: Operation not permitted", "`ip addr` is not permitted where the agent runs"),
+    ("Command timed out after 2m 0.0s", "`ip addr` ran into the tool call's time limit here"),
+])
+def test_a_refusal_or_a_time_limit_is_said_of_the_commands(output: str, start: str) -> None:
+    assert claim_of([failed(s, 3, "ip addr show eth0", output) for s in ("a", "b")]).startswith(start)
+
+
+def test_other_errors_keep_their_plain_form() -> None:
+    runs = [failed(s, 3, "npm install", "npm ERR! code ENOTEMPTY") for s in ("a", "b")]
+    assert claim_of(runs) == "ENOTEMPTY recurs in failed `npm` across sessions."
+    # a fingerprint reader's "Verification timed out" is no tool time limit
+    runs = [failed(s, 3, "sudo true", "Verification timed out") for s in ("a", "b")]
+    assert "time limit" not in claim_of(runs)
