@@ -15,7 +15,9 @@ program either. It is a memory when it is seen as a pattern, never as a single e
 
 * absent in **two or more sessions** of the batch (a batch is one machine's sessions), or
 * absent once and **another program ran the same command line in its place and worked** (`python`
-  missing, then `python3 - <<'PY'` with the same script): the machine's own way round it, recorded.
+  missing, then `python3 - <<'PY'` with the same script), or ran the very command that failed and worked
+  (`nix-shell -p cargo --run 'cargo check …'` after `cargo: command not found`): the machine's own way
+  round it, recorded.
 
 A program that later worked in the batch was installed or found meanwhile (`pytest: command not
 found`, `pip install pytest`, `pytest` passes): its absence was an event of the session, and is left
@@ -86,6 +88,7 @@ class MissingProgram:
     sightings: dict[str, list[Absence]] = field(default_factory=dict)  # session → its sightings, in order
     substitute: ToolResult | None = None  # the call that ran another program in its place, and worked
     instead: str | None = None  # that program
+    wrapped: bool = False  # it ran the failed command itself (`nix develop -c cargo test`), not a twin of it
 
     @property
     def count(self) -> int:
@@ -165,22 +168,28 @@ def absences(run: ToolResult) -> list[Absence]:
     return found
 
 
-def _substitute(absence: Absence, later: Sequence[ToolResult]) -> tuple[ToolResult, str] | None:
-    """A later call that ran the same command line with another program in the missing one's place, and
-    worked: (that call, the program it used)."""
+def _substitute(absence: Absence, later: Sequence[ToolResult]) -> tuple[ToolResult, str, bool] | None:
+    """A later call that worked and either ran the same command line with another program in the missing
+    one's place, or ran the very command that failed through another program (`nix-shell -p cargo --run
+    'cargo check …'`, `nix develop -c cargo test …`): (that call, the program it used, whether it wrapped)."""
     failed = absence.run.command or ""
     if absence.lookup or not failed:
         return None
     name = absence.program
+    needing = [seg.text for seg in (absence.run.parsed.segments if absence.run.parsed else ())
+               if seg.words and seg.program.lower() == name.lower() and len(seg.words) >= 2]
     for run in later[:SUBSTITUTE_WITHIN]:
         if not _worked(run) or not run.command:
             continue
+        main = run.parsed.main if run.parsed else None
+        if main is not None and main.program.lower() != name.lower() and any(text in run.command for text in needing):
+            return run, main.program, True
         for other in sorted(run.programs - absence.run.programs):
             if other == name.lower():
                 continue
             swapped = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])", other, failed, count=1)
             if swapped != failed and fuzz.ratio(swapped[:2000], run.command[:2000]) >= SUBSTITUTE_SIMILARITY:
-                return run, other
+                return run, other, False
     return None
 
 
@@ -217,7 +226,7 @@ def find_missing_programs(
                 item = found.setdefault(key, MissingProgram(absence.program))
                 item.sightings.setdefault(sid, []).append(absence)
                 if item.substitute is None and (sub := _substitute(absence, session_runs[i + 1 :])) is not None:
-                    item.substitute, item.instead = sub
+                    item.substitute, item.instead, item.wrapped = sub
     out: list[MissingProgram] = []
     for key, item in found.items():
         first = min(((rank[s], a.run.line_no) for s, items in item.sightings.items() for a in items))
@@ -287,8 +296,12 @@ def missing_candidate(item: MissingProgram, names: Mapping[str | None, str]) -> 
     if item.substitute is not None and item.instead is not None:
         done = _clip(sh.summary(item.substitute.name or "", item.substitute.tool_input), 60)
         shown = f"`{done}`, " if done.lower() != item.instead.lower() else ""
-        claim = (f"{them} {is_} not on the PATH where the agent runs; `{item.instead}` worked in its place "
-                 f"({shown}the same command line once `{name}` was not found).")
+        if item.wrapped:
+            claim = (f"{them} {is_} not on the PATH where the agent runs; run {'it' if len(named) == 1 else 'them'} "
+                     f"through `{item.instead}` (`{done}` ran the command that had failed, and worked).")
+        else:
+            claim = (f"{them} {is_} not on the PATH where the agent runs; `{item.instead}` worked in its place "
+                     f"({shown}the same command line once `{name}` was not found).")
     else:
         claim = (f"{them} {is_} not on this machine's PATH ({_how(item)}, in {len(sessions)} sessions): a step that "
                  f"needs {'it' if len(named) == 1 else 'them'} cannot run there as things are.")
@@ -298,8 +311,8 @@ def missing_candidate(item: MissingProgram, names: Mapping[str | None, str]) -> 
             f"{projects}: {places}. ")
     if item.substitute is not None:
         where = item.substitute.call_line or item.substitute.line_no
-        gist += (f"In its place `{item.instead}` ran the same command line and worked ({item.substitute.session_id} "
-                 f"line {where}). ")
+        gist += (f"{'Through' if item.wrapped else 'In its place'} `{item.instead}` the same command ran and worked "
+                 f"({item.substitute.session_id} line {where}). ")
     gist += ("No later call of the batch ran it successfully. Found by the offline rules engine from the shells' "
              "not-found errors and failed lookups.")
     evidence: list[dict[str, str]] = []

@@ -79,6 +79,17 @@ def test_once_with_a_program_that_ran_the_same_command_in_its_place() -> None:
     assert find_missing_programs(other, ["a"]) == []
 
 
+def test_once_with_the_failed_command_run_through_another_program() -> None:
+    runs = [call("a", 529, "cargo check --manifest-path kernel/Cargo.toml", "bash: line 1: cargo: command not found", 127),
+            call("a", 539, "nix-shell -p cargo rustc --run 'cargo check --manifest-path kernel/Cargo.toml'", "Checking")]
+    [item] = find_missing_programs(runs, ["a"])
+    assert (item.program, item.instead, item.wrapped) == ("cargo", "nix-shell", True)
+    assert "run it through `nix-shell`" in missing_candidate(item, {})["claim"]
+    # another command through the same program is no way round this one
+    other = [runs[0], call("a", 539, "nix-shell -p jq --run 'jq . a.json'", "{}")]
+    assert find_missing_programs(other, ["a"]) == []
+
+
 def test_a_program_that_worked_later_was_installed_meanwhile() -> None:
     runs = [call("a", 1, "pytest -q", "zsh:1: command not found: pytest", 127),
             call("b", 1, "pytest -q", "zsh:1: command not found: pytest", 127),
