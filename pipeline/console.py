@@ -13,13 +13,17 @@ cannot be confused with the same six characters typed in the data. Newlines and 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.cells import cell_len, set_cell_size
-from rich.console import Console
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+# rich is imported where it is used, not here: a piped `pipeline sessions` of thousands of rows writes
+# plain text and needs none of it (importing it is a twentieth of that command's time).
 
 # C0 and C1 controls but \t and \n; zero-width and direction marks, embeddings, overrides and isolates;
 # the byte-order mark; the line and paragraph separators a terminal would break on.
@@ -29,6 +33,8 @@ ESCAPE_STYLE = "reverse"
 
 def console(width: int | None = None, *, stderr: bool = False) -> Console:
     """A rich console that prints every string as text: no markup, no emoji codes, no highlighting."""
+    from rich.console import Console
+
     return Console(width=width, stderr=stderr, markup=False, emoji=False, highlight=False)
 
 
@@ -39,6 +45,8 @@ def escape_of(char: str) -> str:
 
 def visible(value: Any, style: str = "") -> Text:
     """`value` as a rich Text that shows exactly its characters (None as the empty string)."""
+    from rich.text import Text
+
     raw = "" if value is None else value if isinstance(value, str) else str(value)
     text = Text(style=style)
     pos = 0
@@ -80,16 +88,21 @@ def grid_widths(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> lis
     return widths
 
 
-def print_grid(out: Console, columns: Sequence[Column], rows: Sequence[Sequence[str]],
+def print_grid(out: Console | None, columns: Sequence[Column], rows: Sequence[Sequence[str]],
                widths: Sequence[int] | None = None) -> None:
     """A table of plain columns: a bold header, a rule, a line per row, every value shown as
     :func:`visible` shows it. rich's Table measures and wraps every cell as an object of its own (twelve
     seconds for the 6,844 sessions of a heavy home); here the columns are padded a whole column at a
-    time, and only a row with characters to escape goes through rich, as styled pieces."""
+    time, and only a row with characters to escape goes through rich, as styled pieces. With `out`
+    None (output that is not a terminal) the grid is written to stdout without styles, and rich is
+    loaded only if a row has a character to escape."""
     widths = list(widths) if widths is not None else grid_widths(columns, rows)
     last = len(columns) - 1
-    out.print("  ".join(_fit(c.header, w, c.right, i == last) for i, (c, w) in enumerate(zip(columns, widths, strict=True))),
-              style="bold", no_wrap=True, overflow="ignore", crop=False, soft_wrap=True)
+    header = "  ".join(_fit(c.header, w, c.right, i == last) for i, (c, w) in enumerate(zip(columns, widths, strict=True)))
+    if out is None:
+        sys.stdout.write(header + "\n")
+    else:
+        out.print(header, style="bold", no_wrap=True, overflow="ignore", crop=False, soft_wrap=True)
     padded = []
     for j, (column, width) in enumerate(zip(columns, widths, strict=True)):
         values = [row[j] for row in rows]
@@ -104,21 +117,25 @@ def print_grid(out: Console, columns: Sequence[Column], rows: Sequence[Sequence[
         if _HIDDEN.search("\n".join(row)):
             _write(out, plain)
             plain = []
+            out = out if out is not None else console(100_000)
             out.print(_styled_row(columns, widths, row), no_wrap=True, overflow="ignore", crop=False, soft_wrap=True)
         else:
             plain.append(line)
     _write(out, plain)
 
 
-def _write(out: Console, lines: list[str]) -> None:
+def _write(out: Console | None, lines: list[str]) -> None:
     # Lines without a character to escape or a style are written as they are: rich would make an
     # object of every line only to write the same characters.
     if lines:
-        out.file.write("\n".join(lines) + "\n")
-        out.file.flush()
+        file = out.file if out is not None else sys.stdout
+        file.write("\n".join(lines) + "\n")
+        file.flush()
 
 
 def _styled_row(columns: Sequence[Column], widths: Sequence[int], row: Sequence[str]) -> Text:
+    from rich.text import Text
+
     line = Text()
     for i, (column, width, value) in enumerate(zip(columns, widths, row, strict=True)):
         cell = visible(value)
@@ -135,16 +152,25 @@ def _styled_row(columns: Sequence[Column], widths: Sequence[int], row: Sequence[
 
 
 def _len(value: str) -> int:
-    if _HIDDEN.search(value):
-        return cell_len(shown(value))
-    return len(value) if value.isascii() else cell_len(value)
+    if value.isascii() and not _HIDDEN.search(value):
+        return len(value)
+    from rich.cells import cell_len
+
+    return cell_len(shown(value)) if _HIDDEN.search(value) else cell_len(value)
 
 
 def _fit(value: str, width: int, right: bool, last: bool) -> str:
     """`value` cut to `width` with an ellipsis, padded to it (the last column on the left is not padded)."""
-    n = len(value) if value.isascii() else cell_len(value)
-    if n > width:
-        value, n = set_cell_size(value, width - 1) + "…", width
+    if value.isascii():
+        n = len(value)
+        if n > width:
+            value, n = value[: width - 1] + "…", width
+    else:
+        from rich.cells import cell_len, set_cell_size
+
+        n = cell_len(value)
+        if n > width:
+            value, n = set_cell_size(value, width - 1) + "…", width
     gap = " " * (width - n)
     return gap + value if right else value if last else value + gap
 

@@ -151,8 +151,11 @@ def _sessions_table(entries: list[dict[str, Any]], *, pending: bool) -> None:
     from pipeline.console import Column, grid_widths, print_grid
     from pipeline.console import console as new_console
 
-    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 220
-    console = new_console(width)
+    # a terminal gets a rich console (bold header, its own width); piped output is plain text, COLUMNS wide
+    # when set, else 220, written without loading rich (`print_grid` with no console)
+    console = new_console() if sys.stdout.isatty() else None
+    columns_env = os.environ.get("COLUMNS", "")
+    width = console.width if console is not None else int(columns_env) if columns_env.isdigit() else 220
     memories = any(e["linkedMemories"] for e in entries)
     counts = ("prompts", "turns", "tools", "tokens", "cost $", "lines", *(("next",) if pending else ()), *(("mem",) if memories else ()))
 
@@ -171,7 +174,7 @@ def _sessions_table(entries: list[dict[str, Any]], *, pending: bool) -> None:
     # A narrow terminal loses the models, then the project (both are in --json), never an id or a count.
     for dropped in ((), (3,), (1, 3)):
         keep = [i for i in range(len(columns)) if i not in dropped]
-        if sum(widths[i] for i in keep) + 2 * (len(keep) - 1) <= console.width or len(dropped) == 2:
+        if sum(widths[i] for i in keep) + 2 * (len(keep) - 1) <= width or len(dropped) == 2:
             break
     print_grid(console, [columns[i] for i in keep], [[row[i] for i in keep] for row in rows] if dropped else rows,
                [widths[i] for i in keep])
