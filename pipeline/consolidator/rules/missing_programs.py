@@ -297,8 +297,9 @@ def missing_candidate(item: MissingProgram, names: Mapping[str | None, str]) -> 
         done = _clip(sh.summary(item.substitute.name or "", item.substitute.tool_input), 60)
         shown = f"`{done}`, " if done.lower() != item.instead.lower() else ""
         if item.wrapped:
+            how = f"`{done}` ran" if done.lower() != item.instead.lower() else "it ran"
             claim = (f"{them} {is_} not on the PATH where the agent runs; run {'it' if len(named) == 1 else 'them'} "
-                     f"through `{item.instead}` (`{done}` ran the command that had failed, and worked).")
+                     f"through `{item.instead}` ({how} the command that had failed, and worked).")
         else:
             claim = (f"{them} {is_} not on the PATH where the agent runs; `{item.instead}` worked in its place "
                      f"({shown}the same command line once `{name}` was not found).")
