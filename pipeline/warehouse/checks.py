@@ -324,19 +324,28 @@ _CLAUDE_EXIT = re.compile(r"^Exit code (-?\d+)")
 _LOOKS_LIKE_STATUS = re.compile(r"(?i)\bexit(?:ed with)?[ _]?(?:code|status)\b")
 _CODEX_FAILED = (
     "apply_patch verification failed", "failed in sandbox", "exec_command failed",
-    "error: Failed to find expected lines", "error: invalid hunk", "error: invalid patch",
+    "error: Failed to find expected lines", "error: invalid hunk", "error: invalid patch", "Script failed",
 )
 
 
 def codex_status(output: Any) -> tuple[int | None, str | None]:
     """The exit status a Codex tool output records (None when it records none), and its text."""
-    if not isinstance(output, str):
+    if isinstance(output, list):
+        inner: Any = output  # code mode stores the script's items as a JSON array, not as a string
+        output = json.dumps(output)
+    elif not isinstance(output, str):
         return None, None
+    else:
+        try:
+            inner = json.loads(output)
+        except ValueError:
+            inner = None
     text = output
-    try:
-        inner = json.loads(output)
-    except ValueError:
-        inner = None
+    if isinstance(inner, list):
+        # code mode (`exec`): the script's text items; its status is its first failing command's, else its first
+        text = "\n".join(i["text"] for i in inner if isinstance(i, dict) and isinstance(i.get("text"), str))
+        codes = [int(c) for c in _EXIT_LINE.findall(text)]
+        return next((c for c in codes if c != 0), codes[0] if codes else None), text
     if isinstance(inner, dict) and isinstance(inner.get("output"), str):
         text = inner["output"]
         code = (inner.get("metadata") or {}).get("exit_code") if isinstance(inner.get("metadata"), dict) else None

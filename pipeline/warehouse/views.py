@@ -19,6 +19,7 @@ CODEX_FAILURES = (
     "error: Failed to find expected lines",
     "error: invalid hunk",
     "error: invalid patch",
+    "Script failed",  # code mode: the `exec` script stopped (a command's status, when it had one, is read too)
 )
 
 
@@ -115,8 +116,9 @@ WHERE json_extract_string(item, '$.type') IN ('function_call', 'custom_tool_call
 
 # Where each Codex format records a command's exit status: `metadata.exit_code` of a JSON output
 # (older CLIs, apply_patch), an `Exit code: N` or `Process exited with code N` line in the header of
-# a text output (newer CLIs; the header is what precedes the `Output:` line), and the status a
-# sandbox refusal quotes. Claude Code records a Bash failure's status as the `Exit code N` that
+# a text output (newer CLIs; the header is what precedes the `Output:` line), the status a
+# sandbox refusal quotes, and in code mode (an `exec` script whose output is a list of text items,
+# one per command it ran) the first non-zero status of its commands. Claude Code records a Bash failure's status as the `Exit code N` that
 # opens its error text.
 _CODEX_HEADER = "split_part(output, chr(10) || 'Output:' || chr(10), 1)"
 _CODEX_EXIT = f"""coalesce(
@@ -148,8 +150,20 @@ WITH cc AS (
     WHERE json_extract_string(item, '$.type') IN ('function_call_output', 'custom_tool_call_output')
 ), cx_parsed AS (
     SELECT *,
-           CASE WHEN json_valid(output) THEN json_extract_string(output, '$.output') END AS inner_output,
-           CASE WHEN json_valid(output) THEN TRY_CAST(json_extract_string(output, '$.metadata.exit_code') AS INTEGER) END AS meta_exit
+           CASE WHEN NOT json_valid(output) THEN NULL
+                -- code mode (`exec`): a list of the script's text items, each command's own header in one
+                WHEN json_type(output) = 'ARRAY'
+                THEN array_to_string(list_filter(json_extract_string(output, '$[*].text'), lambda x: x IS NOT NULL), chr(10))
+                ELSE json_extract_string(output, '$.output') END AS inner_output,
+           CASE WHEN json_valid(output) AND json_type(output) = 'ARRAY'
+                -- the first command of the script that failed, else the first that ran
+                THEN TRY_CAST(coalesce(
+                    list_filter(regexp_extract_all(array_to_string(json_extract_string(output, '$[*].text'), chr(10)),
+                                                   '(?m)^(?:Exit code:|Process exited with code) (-?[0-9]+)$', 1),
+                                lambda x: x <> '0')[1],
+                    regexp_extract(array_to_string(json_extract_string(output, '$[*].text'), chr(10)),
+                                   '(?m)^(?:Exit code:|Process exited with code) (-?[0-9]+)$', 1)) AS INTEGER)
+                WHEN json_valid(output) THEN TRY_CAST(json_extract_string(output, '$.metadata.exit_code') AS INTEGER) END AS meta_exit
     FROM cx
 ), cx_status AS (
     SELECT *, {_CODEX_EXIT} AS exit_code FROM cx_parsed

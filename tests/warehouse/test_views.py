@@ -125,6 +125,29 @@ def test_codex_status_is_read_from_the_header_not_the_output(warehouse, tmp_path
         ("c1", 0, False), ("c2", None, False), ("c3", None, False)]
 
 
+def test_a_code_mode_script_s_result_is_its_text_and_its_first_failing_status(warehouse, tmp_path: Path) -> None:
+    """Codex's code mode (`exec`): the output is a list of text items, the script's own header and one per
+    command it ran; the view shows their text and reads the first non-zero status."""
+    def out(n: int, items: list[str]) -> dict:
+        return {"timestamp": "2026-10-01T10:00:00.000Z", "type": "response_item",
+                "payload": {"type": "custom_tool_call_output", "call_id": f"c{n}",
+                            "output": json.dumps([{"type": "input_text", "text": t} for t in items])}}
+    ok = "Exit code: 0\nWall time: 0.1 seconds\nOutput:\nC:\\a\\b.lua\r\n"
+    f = write_jsonl(tmp_path / "r.jsonl", [
+        {"timestamp": "2026-10-01T10:00:00.000Z", "type": "session_meta", "payload": {"id": "R", "cwd": "/x"}},
+        out(1, ["Script completed\nWall time 0.2 seconds\nOutput:\n", ok]),
+        out(2, ["Script failed\nWall time 0.2 seconds\nOutput:\n", ok, "Script error:\nExit code: 1\nWall time: 0.2 "
+                "seconds\nOutput:\nINFO: Could not find files for the given pattern(s).\r\n"]),
+        out(3, ["Script failed\nWall time 0.0 seconds\nOutput:\n", "Script error:\n`tools.x` is not a function"]),
+        out(4, ["Script completed\nWall time 0.1 seconds\nOutput:\n", "Plan updated"]),
+    ])
+    ingest.ingest(warehouse, [f])
+    got = rows(warehouse, "SELECT call_id, exit_code, is_error, text FROM tool_results ORDER BY line_no")
+    assert [g[:3] for g in got] == [("c1", 0, False), ("c2", 1, True), ("c3", None, True), ("c4", None, False)]
+    assert got[0][3] == "Script completed\nWall time 0.2 seconds\nOutput:\n\n" + ok
+    assert "INFO: Could not find files" in got[1][3]
+
+
 def test_a_refusal_or_an_abort_is_rejected_not_a_failure_of_the_tool(warehouse, tmp_path: Path) -> None:
     def claude(n: int, text: str) -> dict:
         return {"type": "user", "sessionId": "S", "cwd": "/x", "uuid": f"u{n}", "timestamp": "2026-10-01T10:00:00.000Z",

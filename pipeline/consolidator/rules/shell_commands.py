@@ -95,13 +95,31 @@ def _shell_inner(argv: Sequence[str]) -> str | None:
     return None
 
 
+# Code mode (Codex's `exec`): a JavaScript script that calls the shell tool, `tools.shell_command({command:
+# "…", workdir: "…"})`. Its one command is the string literal, as the script spells it.
+_SCRIPT_SHELL = re.compile(r"tools\.(?:shell_command|exec_command)\(")
+_SCRIPT_COMMAND = re.compile(r'tools\.(?:shell_command|exec_command)\(\s*\{\s*"?(?:command|cmd)"?\s*:\s*"((?:[^"\\\n]|\\.)*)"')
+
+
+def _script_command(code: str) -> str | None:
+    """The command a code-mode script runs, when it runs exactly one (several: their results are mixed)."""
+    if len(_SCRIPT_SHELL.findall(code)) != 1:
+        return None
+    found = _SCRIPT_COMMAND.search(code)
+    return found.group(1) if found and found.group(1).strip() else None
+
+
 def tool_command(name: str, tool_input: Any) -> str | None:
     """The shell command a tool call ran, as stored in the transcript (None for non-shell tools).
 
     The result is one string value of the call's input (or of an argument vector), so a quote of it
-    is verbatim; an argument vector without a shell wrapper is joined with spaces.
+    is verbatim; an argument vector without a shell wrapper is joined with spaces. A code-mode script
+    (`exec`) that runs one command gives that command's string literal as the script spells it (its
+    backslashes still escaped), which is what a quote of it finds in the stored line.
     """
     data = _as_json(tool_input)
+    if name == "exec" and isinstance(data, str):
+        return _script_command(data)
     if isinstance(data, dict):
         for key in ("command", "cmd"):
             value = data.get(key)

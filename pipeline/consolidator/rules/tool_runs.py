@@ -25,7 +25,8 @@ rules applied in this order:
 
 `output_body` removes what the harness wraps around a command's output (Claude Code's `Exit code N`
 line, alone or before the output, and `<tool_use_error>` tags, terminal colour codes, Codex's `Exit code:` / `Wall time:` / `Process exited with code` /
-`Output:` header, a sandbox refusal's `stdout:` prefix) so that only the program's own text is read.
+`Output:` header, a code-mode script's `Script completed` / `Script failed` header, a sandbox refusal's
+`stdout:` prefix) so that only the program's own text is read.
 
 Subagent files often replay their parent's calls (same call id): `distinct_runs` keeps one copy of
 each call, the one of the earliest session in the order given (parents first), so a replay never
@@ -127,6 +128,8 @@ _CODEX_HEADER = re.compile(
     r"\A(?:(?:Command|Chunk ID|Wall time|Exit code|Process exited with code|Original token count|Total output lines)"
     r"\b[^\n]*\n)+(?:Output:\n)?"
 )
+# Code mode (`exec`): the script's own status before the header of each command it ran.
+_SCRIPT_HEADER = re.compile(r"\AScript (?:completed|failed)\nWall time [^\n]*\n(?:Output:\n)?\n*(?:Script error:\n)?")
 _SANDBOX = re.compile(r"\A(?:failed in sandbox [^\n]*?(?:stdout|output): ?)", re.DOTALL)
 
 
@@ -134,6 +137,7 @@ def output_body(text: str) -> str:
     """The program's own output: the harness's status header and wrapper tags removed."""
     body = ANSI.sub("", _TOOL_ERROR.sub("", text or ""))
     body = _CLAUDE_EXIT.sub("", body, count=1)
+    body = _SCRIPT_HEADER.sub("", body, count=1)
     body = _CODEX_HEADER.sub("", body, count=1)
     sandbox = _SANDBOX.match(body)
     if sandbox:

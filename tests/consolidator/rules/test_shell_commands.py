@@ -103,3 +103,13 @@ def test_every_segment_is_a_piece_of_the_command(parts: list[str], separator: st
     command = separator.join(parts)
     for segment in parse(command).segments:
         assert segment.text in command
+
+
+def test_a_code_mode_script_s_one_command_as_the_script_spells_it() -> None:
+    script = ('const r = await tools.shell_command({command:"Get-Content -Raw -Encoding UTF8 \'D:\\\\Docs\\\\a.md\'",'
+              '"workdir":"C:\\\\W"});\ntext(r);\n')
+    assert tool_command("exec", script) == "Get-Content -Raw -Encoding UTF8 'D:\\\\Docs\\\\a.md'"
+    assert tool_command("exec", 'await tools.shell_command({\n  "command": "where.exe lua",\n  timeout_ms: 1});') == "where.exe lua"
+    # several commands in one script: their results are mixed, so none is the call's command
+    assert tool_command("exec", 'await tools.shell_command({command:"a b"}); await tools.shell_command({command:"c d"})') is None
+    assert tool_command("exec", "const p = await tools.update_plan({plan: []});") is None

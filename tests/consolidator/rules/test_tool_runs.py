@@ -98,3 +98,9 @@ def test_replays_of_a_parent_s_calls_count_once() -> None:
     own = bash("make", "Exit code 2\nboom", exit_code=2, session="agent-x", call_id="c2")
     kept = distinct_runs([replay, own, parent], ["p", "agent-x"])
     assert [(r.session_id, r.call_id) for r in kept] == [("p", "c1"), ("agent-x", "c2")]
+
+
+def test_a_code_mode_script_s_header_is_not_the_program_s_output() -> None:
+    text = ("Script failed\nWall time 0.2 seconds\nOutput:\n\nScript error:\nExit code: 1\nWall time: 0.2 seconds\n"
+            "Output:\nINFO: Could not find files for the given pattern(s).\r\n")
+    assert output_body(text) == "INFO: Could not find files for the given pattern(s)."
