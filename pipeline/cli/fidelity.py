@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import duckdb
@@ -86,8 +88,45 @@ def sample(con: duckdb.DuckDBPyConnection, per_format: int = 10) -> list[str]:
         "FROM sessions WHERE line_count > 0) WHERE k <= ? ORDER BY format, k", [per_format]).fetchall()]
 
 
+@contextlib.contextmanager
+def _widths_measured_once() -> Iterator[None]:
+    """rich measures the width of the same long texts again and again while it lays out a table or a
+    conversation (a line of 100 kB holding one character outside its single-width ranges is summed
+    character by character each time): for the comparison, each text is measured once, with the
+    same answer (per distinct character rather than per character where no joiner or variation
+    selector can change a width), and rich's own function is put back afterwards."""
+    import rich.cells as cells
+
+    own = cells._cell_len
+    known: dict[tuple[str, str], int] = {}
+
+    def measured(text: str, unicode_version: str = "auto") -> int:
+        width = known.get((text, unicode_version))
+        if width is None:
+            if cells._is_single_cell_widths(text):
+                width = len(text)
+            elif "\u200d" not in text and "\ufe0f" not in text:
+                size = cells.get_character_cell_size
+                width = sum(size(c, unicode_version) * n for c, n in Counter(text).items())
+            else:
+                width = own(text, unicode_version)
+            known[(text, unicode_version)] = width
+        return width
+
+    cells._cell_len = measured
+    try:
+        yield
+    finally:
+        cells._cell_len = own
+
+
 def compare(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> FidelityReport:
     """Every renderer against the raw values of these sessions' lines."""
+    with _widths_measured_once():
+        return _compare(con, session_ids)
+
+
+def _compare(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> FidelityReport:
     from markdown_it import MarkdownIt
     from rich.cells import cell_len
 

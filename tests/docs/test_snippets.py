@@ -17,12 +17,15 @@ How a page's examples run (the convention is in docs/contributing.md, "Examples 
 The environment has no OPENAI_API_KEY and no PIPELINE_* variables, so `--engine auto` is the rules
 engine and the default paths apply. Nothing here reads ../shared/ or reaches the network.
 
-All pages run in one test, so the night is built once and not once per xdist worker; the failure lists
-every block that failed, with its page and line, command output included.
+The night is built once for the whole run (all xdist workers: `built_once`); each page is a test of
+its own, so the workers share the pages out. As stored transcript paths name the project folder, the
+pages' copies are all put at one path, one page at a time (a lock beside it). A page's failure lists
+every block that failed, with its line, command output included.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -33,10 +36,11 @@ import duckdb
 import pytest
 
 from tests.docs.snippets import RUN_LANGUAGES, Block, blocks
-from tests.helpers import REPO, SAMPLES
+from tests.helpers import REPO, SAMPLES, built_once
 
 DOCS = REPO / "docs"
 PAGES = [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+RUN_PAGES = [page for page in PAGES if any(b.runs for b in blocks(page))]
 KNOWN_LANGUAGES = {*RUN_LANGUAGES, "text", "python", "toml", "json", "markdown", ""}
 
 SHIMS = {
@@ -100,25 +104,37 @@ def test_every_block_is_in_a_known_language_and_every_skip_says_why() -> None:
     assert counted >= 40, f"only {counted} blocks run: did the fence parser break?"
 
 
-@pytest.mark.slow
-def test_every_guide_snippet_runs(tmp_path: Path) -> None:
-    project, template = tmp_path / "project", tmp_path / "template"
-    _lay_out(project)
-    env = _environment(project)
-    night = subprocess.run(["pipeline", "nightly", "--source", "data/samples", "--engine", "rules", "--no-report"],
-                           cwd=project, env=env, capture_output=True, text=True, timeout=600)
-    assert night.returncode == 0, night.stderr[-3000:]
-    project.rename(template)
+@pytest.fixture(scope="session")
+def night_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding `template`, the project after its night, built once for the whole test run;
+    pages run in `project` beside it."""
 
+    def build(folder: Path) -> dict[str, str]:
+        project = folder / "project"
+        _lay_out(project)
+        night = subprocess.run(["pipeline", "nightly", "--source", "data/samples", "--engine", "rules", "--no-report"],
+                               cwd=project, env=_environment(project), capture_output=True, text=True, timeout=600)
+        assert night.returncode == 0, night.stderr[-3000:]
+        project.rename(folder / "template")
+        return {"dir": str(folder)}
+
+    return Path(built_once(tmp_path_factory, "snippets-night", build)["dir"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", RUN_PAGES, ids=lambda page: page.name)
+def test_every_guide_snippet_runs(night_template: Path, page: Path) -> None:
+    template, project = night_template / "template", night_template / "project"
     failures: list[str] = []
-    for page in PAGES:
-        runnable = [b for b in blocks(page) if b.runs]
-        if not runnable:
-            continue
+    with (night_template / "project.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one page at a time in the project folder; released on close
+        shutil.rmtree(project, ignore_errors=True)  # a page's run that was killed half-way
         shutil.copytree(template, project, symlinks=True)
-        for block in runnable:
-            problem = _run_sh(block, project) if block.language == "sh" else _run_sql(block, project)
-            if problem:
-                failures.append(f"{block.where} ({block.language}):\n{block.text}\n{problem}")
-        shutil.rmtree(project)
+        try:
+            for block in (b for b in blocks(page) if b.runs):
+                problem = _run_sh(block, project) if block.language == "sh" else _run_sql(block, project)
+                if problem:
+                    failures.append(f"{block.where} ({block.language}):\n{block.text}\n{problem}")
+        finally:
+            shutil.rmtree(project)
     assert not failures, f"{len(failures)} documentation example(s) failed:\n\n" + "\n\n".join(failures)

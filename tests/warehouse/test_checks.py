@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import fidelity  # noqa: F401 - registers "views show values", as `pipeline check-real` does
+from pipeline.cli import fidelity  # registers "views show values", as `pipeline check-real` does
 from pipeline.errors import UsageError
 from pipeline.warehouse import checks, db, ingest
 from tests.helpers import EXPECTED, SAMPLES, write_jsonl
@@ -141,3 +141,15 @@ def test_the_command_exits_2_on_a_missing_folder_and_prints_json(tmp_path: Path)
     empty.mkdir()
     none = subprocess.run([sys.executable, "-m", "pipeline", "check-real", str(empty)], capture_output=True, text=True, timeout=120)
     assert none.returncode == 2 and "holds no *.jsonl transcript" in none.stderr
+
+
+def test_widths_measured_once_are_rich_own_widths() -> None:
+    from rich import cells
+
+    texts = ["plain ascii " * 60, "wide 漢字 and an arrow → " * 40, "a family 👨\u200d👩\u200d👧 and ❤\ufe0f " * 30,
+             "tab\tand\x00nul " * 50, "é" * 600, ""]
+    expected = [cells.cell_len(t) for t in texts]
+    with fidelity._widths_measured_once():
+        assert [cells.cell_len(t) for t in texts] == expected
+        assert [cells.cell_len(t) for t in texts] == expected  # and again, measured before
+    assert cells._cell_len.__module__ == "rich.cells"  # rich's own function is back
