@@ -39,7 +39,12 @@ from pipeline.consolidator.contract import MIN_CANDIDATE_EVIDENCE, QUOTE_LEAK_MI
 from pipeline.consolidator.quotes import WarehouseQuotes
 from pipeline.consolidator.rules import shell_commands as sh
 from pipeline.consolidator.rules.commitments import Message, commitment_entry, find_commitments
-from pipeline.consolidator.rules.error_shapes import find_error_patterns, pattern_candidate, session_runs
+from pipeline.consolidator.rules.error_shapes import (
+    MAX_EVIDENCE_ITEMS,
+    find_error_patterns,
+    pattern_candidate,
+    session_runs,
+)
 from pipeline.consolidator.rules.missing_programs import find_missing_programs, missing_candidate
 from pipeline.consolidator.rules.routines import find_routines, project_name, routine_candidate
 from pipeline.consolidator.rules.tool_runs import ToolResult, distinct_runs
@@ -157,6 +162,23 @@ def _keep_quotes_out(candidate: dict[str, Any]) -> dict[str, Any] | None:
     return {**candidate, "claim": claim, "gist": gist, "entities": entities or [{"type": "unknown", "name": "unknown"}]}
 
 
+def _one_per_claim(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Candidates that would be written with the same claim are one memory: two error shapes that read
+    the same once named ("no matches found" for a `[id]` path and for a `(group)` path) keep the first
+    one's text and both one's evidence, rather than landing as a memory and a link to it."""
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for candidate in candidates:
+        key = (candidate["kind"], " ".join(candidate["claim"].lower().split()))
+        first = merged.get(key)
+        if first is None:
+            merged[key] = candidate
+            continue
+        seen = {(e["sessionId"], e["quote"]) for e in first["evidence"]}
+        extra = [e for e in candidate["evidence"] if (e["sessionId"], e["quote"]) not in seen]
+        first["evidence"] = (first["evidence"] + extra)[:MAX_EVIDENCE_ITEMS]
+    return list(merged.values())
+
+
 def build_answer(
     results: Iterable[ToolResult],
     messages: Sequence[Message],
@@ -216,7 +238,7 @@ def build_answer(
     candidates = ([missing_candidate(m, names) for m in missing] + [pattern_candidate(p, slugs, names, by_session, cwds) for p in patterns]
                   + [routine_candidate(r, names) for r in routines])
     return {
-        "candidates": [kept for c in candidates if (kept := _keep_quotes_out(c)) is not None],
+        "candidates": _one_per_claim([kept for c in candidates if (kept := _keep_quotes_out(c)) is not None]),
         "commitments": [commitment_entry(c) for c in commitments],
         "readSessionIds": list(session_ids),
     }

@@ -14,8 +14,9 @@ and said plainly, with nothing added that the transcript does not show:
 * `ModuleNotFoundError: No module named 'x'`: the modules named are not installed for the Python
   that ran.
 
-A folder that was not a repository and became one later in the batch (a `git` call worked there) is
-no finding at all (`outdated`): the memory would be out of date the day it is written.
+A folder that was not a repository and became one later in the batch (a `git` call worked there), or
+modules that a later call installed, are no finding at all (`outdated`): the memory would be out of
+date the day it is written.
 
 Every part of such a claim is in the evidence or the calls (a folder is the call's own `workdir`, else
 its session's folder; modules are named by the quoted error lines). Other errors keep the plain form.
@@ -80,8 +81,14 @@ _NOT_A_REPOSITORY = re.compile(r"not a git repository", re.IGNORECASE)
 def outdated(finding: Failing, later: Sequence[ToolResult], cwds: Mapping[str, str | None] | None = None) -> bool:
     """Has what the error says stopped being true by the end of the batch? A folder that was not a git
     repository is one once a later `git` call worked in it or in a folder above it (the repository was
-    made or cloned meanwhile): a memory of it would be out of date the day it is written."""
-    if not _NOT_A_REPOSITORY.search(f"{finding.head}\n{finding.shape}"):
+    made or cloned meanwhile); missing Python modules are there once a later install of each worked
+    (`pip install python-docx` for `docx`): a memory of it would be out of date the day it is written."""
+    text = f"{finding.head}\n{finding.shape}"
+    if _MODULE.search(" ".join(q for occ in finding.occurrences.values() for _, q in occ)) and "odule" in text:
+        # every module it named was installed by a later call that worked
+        modules = _modules(finding)
+        return bool(modules) and all(_installed_later(m, later) for m in modules)
+    if not _NOT_A_REPOSITORY.search(text):
         return False
     known = cwds or {}
     failing = {f for runs in finding.runs.values() for r in runs if (f := _folder_of(r, known))}
@@ -118,13 +125,41 @@ def _timed_out(finding: Failing, commands: str, where: str, cwds: Mapping[str, s
 _MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
+def _modules(finding: Failing) -> list[str]:
+    return sorted({m for occ in finding.occurrences.values() for _, quote in occ for m in _MODULE.findall(quote)})
+
+
 def _no_module(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None]) -> str | None:
-    modules = sorted({m for occ in finding.occurrences.values() for _, quote in occ for m in _MODULE.findall(quote)})
+    modules = _modules(finding)
     if not modules or len(modules) > 4:
         return None
     them = _and([f"`{m}`" for m in modules])
     verb = "is" if len(modules) == 1 else "are"
-    return f"The Python module{'s' if len(modules) > 1 else ''} {them} {verb} not installed for the Python that ran {commands} ({where})"
+    # the Python that ran: the commands that run one (`identify` in the same call is ImageMagick)
+    pythons = list(dict.fromkeys(f"`{seg.text.split()[0]}`" for runs in finding.runs.values() for r in runs
+                                 for seg in (r.parsed.segments if r.parsed else ()) if seg.words
+                                 and _PYTHON.fullmatch(seg.words[0].rsplit("/", 1)[-1])))
+    ran = f"for the Python that ran {_and(pythons[:3])}" if pythons else "where these commands ran"
+    return f"The Python module{'s' if len(modules) > 1 else ''} {them} {verb} not installed {ran} ({where})"
+
+
+_PYTHON = re.compile(r"python(?:\d(?:\.\d+)?)?|py")
+# A module's package when its name differs (what `pip install` is given)
+_PACKAGE_OF = {"pil": "pillow", "yaml": "pyyaml", "cv2": "opencv", "sklearn": "scikit-learn", "bs4": "beautifulsoup4",
+               "docx": "python-docx", "dateutil": "python-dateutil", "dotenv": "python-dotenv"}
+_INSTALL = re.compile(r"\b(?:pip3?|uv pip|uv|poetry|pipx|conda|mamba) (?:install|add)\b", re.IGNORECASE)
+
+
+def _installed_later(module: str, later: Sequence[ToolResult]) -> bool:
+    top = module.split(".")[0].lower()
+    names = {top, _PACKAGE_OF.get(top, top)}
+    for run in later:
+        command = (run.command or "").lower()
+        if run.is_error or run.exit_code not in (None, 0) or not run.has_result or not _INSTALL.search(command):
+            continue
+        if any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", command) for n in names):
+            return True
+    return False
 
 
 Builder = Callable[[Failing, str, str, Mapping[str, str | None]], "str | None"]

@@ -314,8 +314,8 @@ def missing_candidate(item: MissingProgram, names: Mapping[str | None, str]) -> 
         where = item.substitute.call_line or item.substitute.line_no
         gist += (f"{'Through' if item.wrapped else 'In its place'} `{item.instead}` the same command ran and worked "
                  f"({item.substitute.session_id} line {where}). ")
-    gist += ("No later call of the batch ran it successfully. Found by the offline rules engine from the shells' "
-             "not-found errors and failed lookups.")
+    gist += ("No later call of the batch ran it directly and worked. Found by the offline rules engine from the "
+             "shells' not-found errors and failed lookups.")
     evidence: list[dict[str, str]] = []
     seen: set[tuple[str, str]] = set()
 
@@ -332,6 +332,10 @@ def missing_candidate(item: MissingProgram, names: Mapping[str | None, str]) -> 
         first = items[0]
         if not first.lookup and first.run.command:
             add(sid, first.run.command)
+    # A fact of the machine these projects ran on: said of them, so that a later night links evidence of
+    # the same projects to it, never another machine's (corpus.about)
+    if all(names.get(s) for s in sessions):
+        claim = f"In {projects}, {claim}"
     return {
         "kind": "error_pattern",
         "claim": _clip(claim, MAX_CLAIM_CHARS),

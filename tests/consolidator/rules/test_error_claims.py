@@ -50,7 +50,15 @@ def test_a_folder_that_became_a_repository_later_is_no_finding() -> None:
 def test_modules_named_by_the_error_are_named_by_the_claim() -> None:
     runs = [failed(s, 3, "python3 tools/gen.py", f"Traceback (most recent call last):\nModuleNotFoundError: No module named '{m}'")
             for s, m in (("a", "yaml"), ("b", "yaml"))]
-    assert claim_of(runs).startswith("The Python module `yaml` is not installed for the Python that ran `python3")
+    assert claim_of(runs).startswith("The Python module `yaml` is not installed for the Python that ran `python3`")
+    # a module installed by a later call that worked is no finding
+    later = ToolResult("b", 9, "Successfully installed PyYAML-6.0", is_error=False, exit_code=0, name="shell_command",
+                       tool_input={"command": "pip install pyyaml"}, call_id="b-9", call_line=8)
+    assert build_answer([*runs, later], [], ["a", "b"], slugs={"a": "p", "b": "p"})["candidates"] == []
+    # and a command of another program in the same call is not "the Python that ran"
+    both = [failed(s, 3, "identify x.png; python3 -c 'import PIL'", "ModuleNotFoundError: No module named 'PIL'")
+            for s in ("a", "b")]
+    assert "ran `python3`" in claim_of(both) and "identify" not in claim_of(both)
 
 
 @pytest.mark.parametrize(("output", "start"), [
@@ -67,3 +75,19 @@ def test_other_errors_keep_their_plain_form() -> None:
     # a fingerprint reader's "Verification timed out" is no tool time limit
     runs = [failed(s, 3, "sudo true", "Verification timed out") for s in ("a", "b")]
     assert "time limit" not in claim_of(runs)
+
+
+def test_two_findings_that_read_the_same_are_one_candidate() -> None:
+    from pipeline.consolidator.rules.engine import _one_per_claim
+
+    def cand(claim: str, *quotes: tuple[str, str]) -> dict:  # type: ignore[type-arg]
+        return {"kind": "error_pattern", "claim": claim, "gist": "g", "entities": [],
+                "evidence": [{"sessionId": s, "quote": q} for s, q in quotes]}
+
+    same = "no matches found recurs in failed `zsh` across sessions."
+    merged = _one_per_claim([cand(same, ("a", "zsh:1: no matches found: src/[id]/x.ts")),
+                             cand(same.upper(), ("b", "zsh:1: no matches found: (site)/y.ts"),
+                                  ("a", "zsh:1: no matches found: src/[id]/x.ts")),
+                             cand("ENOTEMPTY recurs in failed `npm` across sessions.", ("a", "npm ERR! code ENOTEMPTY"))])
+    assert [c["claim"] for c in merged] == [same, "ENOTEMPTY recurs in failed `npm` across sessions."]
+    assert [e["sessionId"] for e in merged[0]["evidence"]] == ["a", "b"]

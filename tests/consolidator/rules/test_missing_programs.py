@@ -121,7 +121,8 @@ def test_the_engine_writes_one_memory_not_a_second_pattern_of_the_same_errors() 
             for s in ("a", "b") for n in (3, 9)]
     answer = build_answer(runs, [], ["a", "b"], slugs={"a": "p", "b": "p"})
     [candidate] = answer["candidates"]
-    assert candidate["claim"].startswith("`python` is not on this machine's PATH")
+    # said of the project it ran in: another machine's sighting is not linked to it (corpus.about)
+    assert candidate["claim"].startswith("In p, `python` is not on this machine's PATH")
     assert not any(len(e["quote"]) >= QUOTE_LEAK_MIN and e["quote"] in candidate["claim"] for e in candidate["evidence"])
 
 
@@ -140,6 +141,12 @@ def test_the_same_program_missing_on_two_nights_is_the_same_memory() -> None:
     other = missing_candidate(find_missing_programs(
         [call(s, 1, "node y.js", "zsh:1: command not found: node", 127) for s in ("b", "c")], ["b", "c"])[0], {})
     assert not same_thing(about_of(one), about_of(other))  # type: ignore[arg-type]
+    # named by project, the same program missing in another project's sessions is a memory of its own
+    here = missing_candidate(find_missing_programs(second, ["b", "c"])[0], {"b": "site", "c": "site"})
+    there = missing_candidate(find_missing_programs(second, ["b", "c"])[0], {"b": "lab", "c": "lab"})
+    assert here["claim"].startswith("In site, `python`")
+    assert not same_thing(about(here["kind"], here["claim"], ["tool:python", "error:command not found"], ["site"]),
+                          about(there["kind"], there["claim"], ["tool:python", "error:command not found"], ["lab"]))
 
 
 _PROGRAM = st.from_regex(r"[a-z][a-z0-9_-]{1,12}", fullmatch=True)
