@@ -9,7 +9,8 @@ and said plainly, with nothing added that the transcript does not show:
 * `sudo: a password is required` / `no tty present and no askpass program`: `sudo` wants a password
   the agent cannot type, and the commands named failed under it;
 * `Operation not permitted` (the failing program speaking): those commands are not permitted where
-  the agent runs;
+  the agent runs, or, when a later call of the same program asked the sandbox for escalated
+  permissions and worked, not permitted in the agent's sandbox;
 * `command timed out`: those commands ran into the tool call's time limit;
 * `ModuleNotFoundError: No module named 'x'`: the modules named are not installed for the Python
   that ran.
@@ -60,7 +61,8 @@ def _folder_of(run: ToolResult, cwds: Mapping[str, str | None]) -> str | None:
     return folder.rstrip("/\\") or folder if isinstance(folder, str) and folder.strip() else None
 
 
-def _not_a_repository(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None]) -> str | None:
+def _not_a_repository(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None],
+                      later: Sequence[ToolResult] = ()) -> str | None:
     folders = _folders(finding, cwds)
     if not folders or len(folders) > 3:
         return None
@@ -99,7 +101,8 @@ def outdated(finding: Failing, later: Sequence[ToolResult], cwds: Mapping[str, s
     return all(any(f == w or f.startswith(w + "/") or f.startswith(w + "\\") for w in worked) for f in failing)
 
 
-def _sudo_password(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None]) -> str | None:
+def _sudo_password(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None],
+                   later: Sequence[ToolResult] = ()) -> str | None:
     # what ran under sudo, not what else the command line ran first (`lsblk && sudo parted …`)
     under: dict[str, None] = {}
     for runs in finding.runs.values():
@@ -114,11 +117,28 @@ def _sudo_password(finding: Failing, commands: str, where: str, cwds: Mapping[st
             f"({where})")
 
 
-def _not_permitted(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None]) -> str | None:
-    return f"{commands} {'are' if ' and ' in commands else 'is'} not permitted where the agent runs ({where})"
+_ESCALATED = ("sandbox_permissions", "with_escalated_permissions")
 
 
-def _timed_out(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None]) -> str | None:
+def _not_permitted(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None],
+                   later: Sequence[ToolResult] = ()) -> str | None:
+    verb = "are" if " and " in commands else "is"
+    # Codex's sandbox refuses what the machine allows: a later call of the same program that asked for
+    # escalated permissions and worked says where the refusal came from, and the way round it
+    programs = {r.program.lower() for runs in finding.runs.values() for r in runs if r.program}
+    for run in later:
+        escalated = any(run.input_field(k) not in (None, False, "", "use_default") for k in _ESCALATED)
+        # the program may run inside a shell the call starts (`bash -lc 'ip addr && ip route'`)
+        runs_it = run.programs & programs or any(
+            re.search(rf"(?:^|[\s;&|'\"(]){re.escape(p)}(?:\s|$)", run.command or "") for p in programs)
+        if escalated and not run.is_error and run.exit_code in (None, 0) and run.has_result and runs_it:
+            return (f"{commands} {verb} not permitted in the agent's sandbox, and worked with escalated permissions "
+                    f"({run.session_id} line {run.call_line or run.line_no}) ({where})")
+    return f"{commands} {verb} not permitted where the agent runs ({where})"
+
+
+def _timed_out(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None],
+               later: Sequence[ToolResult] = ()) -> str | None:
     return f"{commands} ran into the tool call's time limit here ({where})"
 
 
@@ -129,8 +149,9 @@ def _modules(finding: Failing) -> list[str]:
     return sorted({m for occ in finding.occurrences.values() for _, quote in occ for m in _MODULE.findall(quote)})
 
 
-def _no_module(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None]) -> str | None:
-    modules = _modules(finding)
+def _no_module(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None],
+               later: Sequence[ToolResult] = ()) -> str | None:
+    modules = [m for m in _modules(finding) if not _installed_later(m, later)]
     if not modules or len(modules) > 4:
         return None
     them = _and([f"`{m}`" for m in modules])
@@ -162,7 +183,7 @@ def _installed_later(module: str, later: Sequence[ToolResult]) -> bool:
     return False
 
 
-Builder = Callable[[Failing, str, str, Mapping[str, str | None]], "str | None"]
+Builder = Callable[[Failing, str, str, Mapping[str, str | None], Sequence[ToolResult]], "str | None"]
 _CLASSES: tuple[tuple[re.Pattern[str], Builder], ...] = (
     (re.compile(r"not a git repository", re.IGNORECASE), _not_a_repository),
     (re.compile(r"a password is required|no tty present and no askpass", re.IGNORECASE), _sudo_password),
@@ -177,13 +198,14 @@ class Stated(NamedTuple):
     of_folders: bool  # about the project's own folders: a claim of that project only (corpus.about)
 
 
-def statement(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None] | None = None) -> Stated | None:
+def statement(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None] | None = None,
+              later: Sequence[ToolResult] = ()) -> Stated | None:
     """The plain claim for the finding's error class (module docstring), or None when it has none.
     `commands` names the failed commands as a claim does ("`ip link` and `lsblk`"); `where` says how it
-    recurred ("across sessions")."""
+    recurred ("across sessions"); `later` are the calls of its sessions after its failures."""
     text = f"{finding.head}\n{finding.shape}"
     for pattern, build in _CLASSES:
         if pattern.search(text):
-            claim = build(finding, commands, where, cwds or {})
+            claim = build(finding, commands, where, cwds or {}, later)
             return Stated(claim, build is _not_a_repository) if claim is not None else None
     return None

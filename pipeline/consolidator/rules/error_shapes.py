@@ -33,8 +33,12 @@ modified since read", "File has not been read yet") says only that the agent's c
 out of date; the generic recovery, reading the file again and retrying the same edit, is what every
 agent does, and a memory of it costs a reviewer a commit to read for nothing (all three false
 memories of the first unseen real batch were of this kind). Such a failure becomes a pattern only
-with a workaround other than that recovery: the file written by another program, or deleted and
-added again instead of updated (`stale_edit`, `_generic_recovery`).
+with a workaround other than that recovery: the file written by another program (a program that only
+reads or formats it, `gofmt` after a failed patch, is the re-read), or deleted and added again instead
+of updated (`stale_edit`, `_generic_recovery`); or when it comes back again and again (twice or more)
+in two sessions or more: then something keeps the agent's copy of the project's files stale (an
+editor or linter writing them meanwhile, an encoding read one way and written another, which the
+labelled real sessions show), and it is claimed of that project only (`_stale_again`).
 
 **One episode, one memory.** Two patterns met in the same sessions, by calls of a common program, each
 time within `EPISODE_GAP` calls of each other, are one stretch of trouble told in two errors (`git push`
@@ -339,6 +343,16 @@ def stale_edit(line: str, run: ToolResult) -> bool:
                                                or sh.patch_text(run.tool_input) is not None)
 
 
+def _stale_again(finding: PatternFinding, root: Mapping[str, str]) -> bool:
+    """Edits refused for a stale view of the file again and again in two or more sessions: something keeps
+    the agent's copy out of date there (an editor or a linter writing the files meanwhile, an encoding
+    the agent reads differently from what it writes), which the next session meets too."""
+    per_session: dict[str, int] = {}
+    for sid, occ in finding.occurrences.items():
+        per_session[root.get(sid, sid)] = per_session.get(root.get(sid, sid), 0) + len(occ)
+    return sum(1 for n in per_session.values() if n >= 2) >= 2
+
+
 def _generic_recovery(workaround: Workaround | None) -> bool:
     """What worked after a stale edit was the same edit tool updating the same file again (or nothing
     was seen to work): the recovery every agent does, not something to remember."""
@@ -348,7 +362,19 @@ def _generic_recovery(workaround: Workaround | None) -> bool:
         # a patch that deletes or adds the file instead of updating it is a different way round
         patch = sh.patch_text(workaround.run.tool_input)
         return not any(op in ("Delete", "Add") for op, _ in (sh.patch_targets(patch) if patch else []))
-    return workaround.how not in ("same target",)
+    if workaround.how == "same target":
+        # another program on the file is a way round only when it writes the file (a shell redirect, an
+        # in-place edit); `gofmt` or `cat` on it after a failed patch is the usual re-read, then the retry
+        return not _writes_file(workaround.run)
+    return True
+
+
+_IN_PLACE = re.compile(r"(?:^|[\s;&|])(?:sed\s+-i|perl\s+-p?i|tee\b|Set-Content\b|Out-File\b|Add-Content\b|"
+                       r"python3?\s+-\s*<<|cat\s*>)|[^<>=!]>{1,2}\s*[\w./'\"~$\\-]", re.IGNORECASE)
+
+
+def _writes_file(run: ToolResult) -> bool:
+    return bool(sh.written_files(run.name or "", run.tool_input)) or bool(_IN_PLACE.search(run.command or ""))
 
 
 def _group(shape: str) -> str:
@@ -369,6 +395,7 @@ class PatternFinding:
     workaround: Workaround | None = None
     why: str = ""  # which threshold made it a pattern
     missing: str | None = None  # for a missing file or folder: what is missing (`_missing_thing`)
+    stale: bool = False  # every occurrence is an edit refused for a stale view of the file
 
     @property
     def count(self) -> int:
@@ -489,9 +516,10 @@ def find_error_patterns(
         finding.workaround = _workaround(finding, by_session, states)
         stale = all(stale_edit(line, run) for (sid, occ) in finding.occurrences.items()
                     for (_, line), run in zip(occ, finding.runs[sid], strict=True))
-        if stale and _generic_recovery(finding.workaround):
-            continue  # a stale copy of the file, recovered as every agent does (module docstring)
         spread = len({root.get(sid, sid) for sid in finding.occurrences})
+        if stale and _generic_recovery(finding.workaround) and not _stale_again(finding, root):
+            continue  # a stale copy of the file, recovered as every agent does (module docstring)
+        finding.stale = stale
         # A check that keeps failing in one session is a bug being fixed, not a recurring failure. Repeats
         # are counted per session as people work: a parent's subagents add to its count.
         repeats: dict[str, int] = {}
@@ -771,7 +799,9 @@ def pattern_candidate(
         claim = f"{failing} {'fail' if ' and ' in failing or failing == 'tool calls' else 'fails'} with the same error {where}"
     else:
         claim = f"{finding.head} recurs in failed {tool} {where}"
-    stated = statement(finding, failing, where, cwds) if remedy is None else None
+    later = [r for sid, failed in finding.runs.items() for r in (by_session or {}).get(sid, ())
+             if (r.call_line or r.line_no) > max(f.call_line or f.line_no for f in failed)]
+    stated = statement(finding, failing, where, cwds, later) if remedy is None else None
     gone = _missing_claim(finding, where, by_session or {}, cwds)
     if gone is not None or stated is not None:
         claim = gone or (stated.claim if stated else claim)
@@ -779,6 +809,10 @@ def pattern_candidate(
             # about this project's own files: said of the project, so that a later night links only
             # evidence of the same project to it (corpus.about)
             claim = f"In {_project(slugs, sessions, names)}, {claim}"
+    elif finding.stale:
+        # why a project's files keep going stale is the project's (its editor, its encoding): evidence of
+        # another project's stale edits is not linked to it
+        claim = f"In {_project(slugs, sessions, names)}, {claim}"
     claim = _clip(claim + ".", MAX_CLAIM_CHARS)
     places = "; ".join(
         f"{sid} line{'s' if len(occ) > 1 else ''} {', '.join(str(n) for n, _ in occ)}"

@@ -91,3 +91,12 @@ def test_two_findings_that_read_the_same_are_one_candidate() -> None:
                              cand("ENOTEMPTY recurs in failed `npm` across sessions.", ("a", "npm ERR! code ENOTEMPTY"))])
     assert [c["claim"] for c in merged] == [same, "ENOTEMPTY recurs in failed `npm` across sessions."]
     assert [e["sessionId"] for e in merged[0]["evidence"]] == ["a", "b"]
+
+
+def test_a_sandbox_refusal_that_escalation_got_round_says_so() -> None:
+    refused = "Cannot open netlink socket: Operation not permitted"
+    escalated = ToolResult("b", 9, "1: lo: <LOOPBACK,UP>", is_error=False, exit_code=0, name="exec_command",
+                           tool_input={"cmd": "bash -lc 'ip addr && ip route'", "sandbox_permissions": "require_escalated"},
+                           call_id="b-9", call_line=8)
+    claim = claim_of([failed("a", 3, "ip addr", refused), failed("b", 3, "ip addr", refused), escalated])
+    assert claim.startswith("`ip addr` is not permitted in the agent's sandbox, and worked with escalated permissions (b line 8)")

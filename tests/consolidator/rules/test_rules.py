@@ -555,10 +555,17 @@ UPDATE = "*** Update File: docs/PLAN.md\n@@\n-step 3\n+step 4"
 
 
 def test_a_stale_patch_recovered_by_re_reading_is_not_a_memory() -> None:
-    runs = [patch_run(s, n, UPDATE, STALE, ok=False) for s, n in (("s1", 5), ("s1", 9), ("s2", 4), ("s2", 8))]
+    runs = [patch_run(s, n, UPDATE, STALE, ok=False) for s, n in (("s1", 5), ("s1", 9), ("s2", 4))]
     runs += [worked("s1", 7, "sed -n '1,40p' docs/PLAN.md"), patch_run("s1", 12, UPDATE, "Success. Updated the following files:\nM docs/PLAN.md", ok=True)]
     assert find_error_patterns(runs, ["s1", "s2"]) == []
     assert build_answer(runs, [], ["s1", "s2"])["candidates"] == []
+    # again and again in two sessions, something keeps the agent's copy stale there (the real labels' ANPR
+    # constitution with non-ASCII text, a UGC project's mojibake): a memory of that project
+    again = [*runs, patch_run("s2", 8, UPDATE, STALE, ok=False)]
+    [found] = find_error_patterns(again, ["s1", "s2"])
+    assert found.stale and found.why == "sessions"
+    [candidate] = build_answer(again, [], ["s1", "s2"], slugs={"s1": "site", "s2": "site"})["candidates"]
+    assert candidate["claim"].startswith("In site, ")
     edits = [edit_run("s1", n, "<tool_use_error>File has been modified since read, either by the user or by a linter. "
                       "Read it again before attempting to write it.</tool_use_error>", ok=False) for n in (3, 6, 9)]
     edits += [edit_run("s1", n, "<tool_use_error>String to replace not found in file.\nString: a</tool_use_error>", ok=False)
