@@ -16,7 +16,10 @@ rules applied in this order:
   - `quiet`: any other non-zero exit that printed nothing: there is no error text to learn from;
   - `sandbox`: the next call of the session runs the same command again asking for escalated
     permissions (`sandbox_permissions: require_escalated`, `with_escalated_permissions`), so the
-    refusal was the sandbox's, and it was resolved by escalating.
+    refusal was the sandbox's, and it was resolved by escalating;
+  - `own timeout`: the agent ran the command under its own `timeout 30s …` and the limit stopped it
+    (status 124, or the program reporting the signal: nix's "interrupted by the user"), which is the
+    agent's choice of limit, not the program failing.
 * **failed** when the call is flagged `is_error` or has a non-zero `exit_code`; or when its exit
   status says success only because a pipe hid it (`cmd 2>&1 | head`: the shell reports the last
   stage) and its output holds an error line of the first stage (`npm error code ENOTEMPTY`,
@@ -187,6 +190,18 @@ def _search_exit(run: ToolResult) -> bool:
     return bool(progs & sh.SEARCH)
 
 
+# The agent's own `timeout 30s cmd` stopping the command: exit status 124, or what the program prints when
+# it is sent SIGTERM (nix: "error: interrupted by the user").
+_OWN_TIMEOUT = re.compile(r"^\s*(?:sudo\s+)?timeout\s+(?:-\S+\s+)*\d+(?:\.\d+)?[smhd]?\s")
+_KILLED = re.compile(r"interrupted by the user|^Terminated$", re.IGNORECASE | re.MULTILINE)
+
+
+def _own_timeout(run: ToolResult) -> bool:
+    if not any(_OWN_TIMEOUT.match(seg.text) for seg in (run.parsed.segments if run.parsed else ())):
+        return False
+    return run.exit_code == 124 or bool(_KILLED.search(run.body))
+
+
 def _escalated_rerun(run: ToolResult, following: Sequence[ToolResult]) -> bool:
     if run.command is None:
         return False
@@ -218,6 +233,8 @@ def outcome(run: ToolResult, following: Sequence[ToolResult] = ()) -> Outcome:
             return "ignored", "quiet"
         if _escalated_rerun(run, following):
             return "ignored", "sandbox"
+        if _own_timeout(run):
+            return "ignored", "own timeout"
         return "failed", "status"
     if run.name in _POLLING and _STILL_RUNNING.search(text):
         return "ignored", "polling"

@@ -104,3 +104,14 @@ def test_a_code_mode_script_s_header_is_not_the_program_s_output() -> None:
     text = ("Script failed\nWall time 0.2 seconds\nOutput:\n\nScript error:\nExit code: 1\nWall time: 0.2 seconds\n"
             "Output:\nINFO: Could not find files for the given pattern(s).\r\n")
     assert output_body(text) == "INFO: Could not find files for the given pattern(s)."
+
+
+@pytest.mark.parametrize(("command", "output", "code", "state"), [
+    ("timeout 30s nix run ./tests#run . -- --jobs 4", "warning: x\nerror: interrupted by the user", None, "ignored"),
+    ("timeout 5 pytest -q", "", 124, "ignored"),
+    ("timeout 5 pytest -q", "FAILED tests/test_a.py::test_b - assert 1 == 2", 1, "failed"),  # it failed within its limit
+    ("nix run ./tests#run", "error: interrupted by the user", 1, "failed"),  # no timeout of the agent's
+])
+def test_the_agent_s_own_time_limit_is_not_the_program_failing(command: str, output: str, code: int | None, state: str) -> None:
+    run = ToolResult("s", 2, output, is_error=True, exit_code=code, name="Bash", tool_input={"command": command}, call_line=1)
+    assert outcome(run)[0] == state
