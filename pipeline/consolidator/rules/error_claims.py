@@ -86,7 +86,7 @@ def outdated(finding: Failing, later: Sequence[ToolResult], cwds: Mapping[str, s
     made or cloned meanwhile); missing Python modules are there once a later install of each worked
     (`pip install python-docx` for `docx`): a memory of it would be out of date the day it is written."""
     text = f"{finding.head}\n{finding.shape}"
-    if _MODULE.search(" ".join(q for occ in finding.occurrences.values() for _, q in occ)) and "odule" in text:
+    if _NO_MODULE.search(text):
         # every module it named was installed by a later call that worked
         modules = _modules(finding)
         return bool(modules) and all(_installed_later(m, later) for m in modules)
@@ -184,12 +184,13 @@ def _installed_later(module: str, later: Sequence[ToolResult]) -> bool:
 
 
 Builder = Callable[[Failing, str, str, Mapping[str, str | None], Sequence[ToolResult]], "str | None"]
+_NO_MODULE = re.compile(r"ModuleNotFoundError|No module named", re.IGNORECASE)
 _CLASSES: tuple[tuple[re.Pattern[str], Builder], ...] = (
     (re.compile(r"not a git repository", re.IGNORECASE), _not_a_repository),
     (re.compile(r"a password is required|no tty present and no askpass", re.IGNORECASE), _sudo_password),
     (re.compile(r"Operation not permitted", re.IGNORECASE), _not_permitted),
     (re.compile(r"\bcommand timed out\b", re.IGNORECASE), _timed_out),
-    (re.compile(r"ModuleNotFoundError|No module named", re.IGNORECASE), _no_module),
+    (_NO_MODULE, _no_module),
 )
 
 
