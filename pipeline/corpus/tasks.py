@@ -84,8 +84,22 @@ def load_all(root: Path) -> list[tuple[Path, TaskDoc]]:
     return out
 
 
+# A file name of fewer words than this says too little to tell one task from another.
+NAME_WORDS = 3
+
+
+def file_stem(doc: TaskDoc) -> str:
+    """A task's file name: the promise's own words (`after-its-done-come-back-here-and-ill-help-you`),
+    not the statement, whose opening is the same template for every hand-off ("the agent said they
+    would do this once …"); a promise in a script without ASCII words is named by its project and id."""
+    stem = slugify(doc.evidence)
+    if len(stem.split("-")) >= NAME_WORDS:
+        return stem
+    return f"{slugify(doc.project or 'task', 30)}-{doc.id}"
+
+
 def path_for(root: Path, doc: TaskDoc, taken: dict[Path, str]) -> Path:
-    base = slugify(doc.statement)
+    base = file_stem(doc)
     n = 1
     while True:
         path = root / "tasks" / doc.status / (f"{base}.md" if n == 1 else f"{base}-{n}.md")

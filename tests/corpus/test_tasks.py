@@ -148,3 +148,18 @@ def test_apply_itself_refuses_a_confidence_floor_outside_0_to_1(env, floor: floa
     with pytest.raises(UsageError, match="must be between 0 and 1"):
         apply.apply(folder, db=wh, corpus=corpus, confidence_floor=floor)
     assert not corpus.exists()
+
+
+@pytest.mark.parametrize(("evidence", "project", "stem"), [
+    ("After it's done, come back here and I'll help you format the data partition.", "-home-v-Claude",
+     "after-its-done-come-back-here-and-ill-help-you-format-the"),  # cut at a word, 60 characters at most
+    # a promise with no ASCII words is named by its project and id, never by the shared template
+    ("接続方法が分かれば、その場で最後まで通します。", "-home-unitree", "home-unitree-task-1"),
+    ("好，告诉我 OK", None, "task-task-1"),
+])
+def test_a_task_file_is_named_by_the_promise_s_own_words(evidence: str, project: str | None, stem: str) -> None:
+    doc = tasks.TaskDoc(id="task-1", status="proposed", statement="The agent said they would do this once the other "
+                        "party does their part: " + evidence, actor="agent", session="s", evidence=evidence,
+                        confidence=0.7, created="2026-12-07", project=project)
+    assert tasks.file_stem(doc) == stem
+    assert "the-agent-said" not in tasks.file_stem(doc)
