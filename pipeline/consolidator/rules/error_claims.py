@@ -113,7 +113,7 @@ def _sudo_password(finding: Failing, commands: str, where: str, cwds: Mapping[st
                     under.setdefault(f"`{seg.program} {sub}`" if sub else f"`{seg.program}`", None)
     if not under:
         return None
-    return (f"`sudo` asks for a password here that the agent cannot type: {_and(list(under)[:3])} failed under it "
+    return (f"`sudo` asks for a password that the agent cannot type: {_and(list(under)[:3])} failed under it "
             f"({where})")
 
 
@@ -139,7 +139,7 @@ def _not_permitted(finding: Failing, commands: str, where: str, cwds: Mapping[st
 
 def _timed_out(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None],
                later: Sequence[ToolResult] = ()) -> str | None:
-    return f"{commands} ran into the tool call's time limit here ({where})"
+    return f"{commands} ran into the tool call's time limit ({where})"
 
 
 _MODULE = re.compile(r"No module named '([\w.]+)'")
@@ -161,7 +161,7 @@ def _no_module(finding: Failing, commands: str, where: str, cwds: Mapping[str, s
                                  for seg in (r.parsed.segments if r.parsed else ()) if seg.words
                                  and _PYTHON.fullmatch(seg.words[0].rsplit("/", 1)[-1])))
     ran = f"for the Python that ran {_and(pythons[:3])}" if pythons else "where these commands ran"
-    return f"The Python module{'s' if len(modules) > 1 else ''} {them} {verb} not installed {ran} ({where})"
+    return f"the Python module{'s' if len(modules) > 1 else ''} {them} {verb} not installed {ran} ({where})"
 
 
 _PYTHON = re.compile(r"python(?:\d(?:\.\d+)?)?|py")
@@ -196,7 +196,6 @@ _CLASSES: tuple[tuple[re.Pattern[str], Builder], ...] = (
 
 class Stated(NamedTuple):
     claim: str
-    of_folders: bool  # about the project's own folders: a claim of that project only (corpus.about)
 
 
 def statement(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None] | None = None,
@@ -208,5 +207,5 @@ def statement(finding: Failing, commands: str, where: str, cwds: Mapping[str, st
     for pattern, build in _CLASSES:
         if pattern.search(text):
             claim = build(finding, commands, where, cwds or {}, later)
-            return Stated(claim, build is _not_a_repository) if claim is not None else None
+            return Stated(claim) if claim is not None else None
     return None

@@ -805,10 +805,11 @@ def pattern_candidate(
     gone = _missing_claim(finding, where, by_session or {}, cwds)
     if gone is not None or stated is not None:
         claim = gone or (stated.claim if stated else claim)
-        if gone is not None or (stated is not None and stated.of_folders):
-            # about this project's own files: said of the project, so that a later night links only
-            # evidence of the same project to it (corpus.about)
-            claim = f"In {_project(slugs, sessions, names)}, {claim}"
+        # a fact of the project's files or of the machine it ran on: said of the project (a reader needs
+        # the place, not "here"), so that a later night links only evidence of the same project to it
+        # (corpus.about)
+        place = _project(slugs, sessions, names)
+        claim = f"In {place}, {claim}" if "unknown project" not in place else claim[:1].upper() + claim[1:]
     elif finding.stale:
         # why a project's files keep going stale is the project's (its editor, its encoding): evidence of
         # another project's stale edits is not linked to it

@@ -50,7 +50,7 @@ def test_a_folder_that_became_a_repository_later_is_no_finding() -> None:
 def test_modules_named_by_the_error_are_named_by_the_claim() -> None:
     runs = [failed(s, 3, "python3 tools/gen.py", f"Traceback (most recent call last):\nModuleNotFoundError: No module named '{m}'")
             for s, m in (("a", "yaml"), ("b", "yaml"))]
-    assert claim_of(runs).startswith("The Python module `yaml` is not installed for the Python that ran `python3`")
+    assert claim_of(runs).startswith("In p, the Python module `yaml` is not installed for the Python that ran `python3`")
     # a module installed by a later call that worked is no finding
     later = ToolResult("b", 9, "Successfully installed PyYAML-6.0", is_error=False, exit_code=0, name="shell_command",
                        tool_input={"command": "pip install pyyaml"}, call_id="b-9", call_line=8)
@@ -62,8 +62,8 @@ def test_modules_named_by_the_error_are_named_by_the_claim() -> None:
 
 
 @pytest.mark.parametrize(("output", "start"), [
-    ("Cannot open netlink socket: Operation not permitted", "`ip addr` is not permitted where the agent runs"),
-    ("Command timed out after 2m 0.0s", "`ip addr` ran into the tool call's time limit here"),
+    ("Cannot open netlink socket: Operation not permitted", "In p, `ip addr` is not permitted where the agent runs"),
+    ("Command timed out after 2m 0.0s", "In p, `ip addr` ran into the tool call's time limit"),
 ])
 def test_a_refusal_or_a_time_limit_is_said_of_the_commands(output: str, start: str) -> None:
     assert claim_of([failed(s, 3, "ip addr show eth0", output) for s in ("a", "b")]).startswith(start)
@@ -99,4 +99,4 @@ def test_a_sandbox_refusal_that_escalation_got_round_says_so() -> None:
                            tool_input={"cmd": "bash -lc 'ip addr && ip route'", "sandbox_permissions": "require_escalated"},
                            call_id="b-9", call_line=8)
     claim = claim_of([failed("a", 3, "ip addr", refused), failed("b", 3, "ip addr", refused), escalated])
-    assert claim.startswith("`ip addr` is not permitted in the agent's sandbox, and worked with escalated permissions (b line 8)")
+    assert claim.startswith("In p, `ip addr` is not permitted in the agent's sandbox, and worked with escalated permissions (b line 8)")

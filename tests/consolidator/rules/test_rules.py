@@ -652,7 +652,7 @@ def test_the_program_that_says_why_it_stopped_is_the_one_that_failed() -> None:
             _bash("s2", 4, "sudo ip link add x type macvlan", refused)]
     [candidate] = build_answer(runs, [], ["s1", "s2"])["candidates"]
     # and what is true is said plainly: sudo wants a password, and what ran under it failed
-    assert candidate["claim"] == ("`sudo` asks for a password here that the agent cannot type: `parted` and `ip link` "
+    assert candidate["claim"] == ("`sudo` asks for a password that the agent cannot type: `parted` and `ip link` "
                                   "failed under it (across sessions).")
     assert {"type": "tool", "name": "sudo"} in candidate["entities"]
     # awk names itself before its error; the pipe started with ss
