@@ -148,23 +148,28 @@ WITH cc AS (
            json_extract_string(item, '$.output') AS output
     FROM ({_CODEX_ITEMS}) c
     WHERE json_extract_string(item, '$.type') IN ('function_call_output', 'custom_tool_call_output')
+), cx_typed AS (
+    -- one parse to know the output's shape: plain text, an object (older CLIs) or a list (code mode)
+    SELECT *, CASE WHEN json_valid(output) THEN json_type(output) END AS out_type FROM cx
+), cx_items AS (
+    -- code mode (`exec`): the script's text items, the script's own header and each command's, as one text
+    SELECT *, CASE WHEN out_type = 'ARRAY'
+                   THEN array_to_string(list_filter(json_extract_string(output, '$[*].text'), lambda x: x IS NOT NULL), chr(10))
+              END AS items_text
+    FROM cx_typed
 ), cx_parsed AS (
     SELECT *,
-           CASE WHEN NOT json_valid(output) THEN NULL
-                -- code mode (`exec`): a list of the script's text items, each command's own header in one
-                WHEN json_type(output) = 'ARRAY'
-                THEN array_to_string(list_filter(json_extract_string(output, '$[*].text'), lambda x: x IS NOT NULL), chr(10))
-                ELSE json_extract_string(output, '$.output') END AS inner_output,
-           CASE WHEN json_valid(output) AND json_type(output) = 'ARRAY'
+           CASE WHEN out_type = 'ARRAY' THEN items_text
+                WHEN out_type IS NOT NULL THEN json_extract_string(output, '$.output') END AS inner_output,
+           CASE WHEN out_type = 'ARRAY'
                 -- the first command of the script that failed, else the first that ran
                 THEN TRY_CAST(coalesce(
-                    list_filter(regexp_extract_all(array_to_string(json_extract_string(output, '$[*].text'), chr(10)),
-                                                   '(?m)^(?:Exit code:|Process exited with code) (-?[0-9]+)$', 1),
+                    list_filter(regexp_extract_all(items_text, '(?m)^(?:Exit code:|Process exited with code) (-?[0-9]+)$', 1),
                                 lambda x: x <> '0')[1],
-                    regexp_extract(array_to_string(json_extract_string(output, '$[*].text'), chr(10)),
-                                   '(?m)^(?:Exit code:|Process exited with code) (-?[0-9]+)$', 1)) AS INTEGER)
-                WHEN json_valid(output) THEN TRY_CAST(json_extract_string(output, '$.metadata.exit_code') AS INTEGER) END AS meta_exit
-    FROM cx
+                    regexp_extract(items_text, '(?m)^(?:Exit code:|Process exited with code) (-?[0-9]+)$', 1)) AS INTEGER)
+                WHEN out_type IS NOT NULL
+                THEN TRY_CAST(json_extract_string(output, '$.metadata.exit_code') AS INTEGER) END AS meta_exit
+    FROM cx_items
 ), cx_status AS (
     SELECT *, {_CODEX_EXIT} AS exit_code FROM cx_parsed
 )
