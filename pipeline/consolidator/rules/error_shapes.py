@@ -16,7 +16,8 @@ quoted values, URLs, ids, hosts, paths (POSIX and Windows), file names, command-
 numbers are replaced by placeholders, so `fatal: pathspec 'a.md' did not match any files` and the same
 refusal for `b.md` group together. A *missing* file or folder ("No such file or directory", "does not
 exist", "Cannot find path") is the exception: it is a fact about that file, so such failures group
-only when the same thing is missing again. Two shapes that always occur in the same calls are one
+only when the same thing is missing again; likewise a request a server refused with a status code
+groups only with refusals from the same host. Two shapes that always occur in the same calls are one
 failure told twice (a chained traceback): only the one printed last is kept.
 
 A shape is a **pattern** when, counting each call once (subagent replays removed):
@@ -317,8 +318,23 @@ _MISSING = re.compile(
 _NAMED_THING = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|(?:[A-Za-z]:)?(?:[\\/]?[\w.~!$\-]+)?(?:[\\/][\w.~!$\- ]*[\w.~!$\-])+")
 
 
+# A web request refused by its server (a status code): a fact about that host, so such failures recur only
+# when the same host refuses again (403s from several unrelated sites are no pattern).
+_HTTP_REFUSED = re.compile(r"\bstatus code \d{3}\b|\bHTTP Error \d{3}\b|\b(?:40[0-9]|429|5\d\d) (?:Forbidden|Not Found|"
+                           r"Too Many Requests|Unauthorized|Bad Gateway|Service Unavailable)\b", re.IGNORECASE)
+_HOST = re.compile(r"https?://([^/\s'\"?#]+)")
+
+
+def _host(run: ToolResult) -> str | None:
+    url = run.input_field("url")
+    found = _HOST.search(url if isinstance(url, str) else run.command or "")
+    return found.group(1).lower() if found else None
+
+
 def _missing_thing(line: str, run: ToolResult) -> str | None:
-    """What a not-found failure says is missing (None for other failures)."""
+    """What a not-found failure says is missing, or which host refused a request (None for other failures)."""
+    if _HTTP_REFUSED.search(line) and (host := _host(run)) is not None:
+        return f"host:{host}"
     if not _MISSING.search(line):
         return None
     named = _NAMED_THING.findall(re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0])  # its first sentence names it

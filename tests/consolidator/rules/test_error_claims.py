@@ -100,3 +100,18 @@ def test_a_sandbox_refusal_that_escalation_got_round_says_so() -> None:
                            call_id="b-9", call_line=8)
     claim = claim_of([failed("a", 3, "ip addr", refused), failed("b", 3, "ip addr", refused), escalated])
     assert claim.startswith("In p, `ip addr` is not permitted in the agent's sandbox, and worked with escalated permissions (b line 8)")
+
+
+def test_refusals_of_unrelated_hosts_are_no_pattern_but_one_host_refusing_again_is() -> None:
+    from pipeline.consolidator.rules.error_shapes import find_error_patterns
+
+    def fetch(session: str, line: int, url: str) -> ToolResult:
+        return ToolResult(session, line, "Request failed with status code 403", is_error=True, name="WebFetch",
+                          tool_input={"url": url, "prompt": "read it"}, call_id=f"{session}-{line}", call_line=line - 1)
+
+    hosts = [fetch("a", 3, "https://archive.stsci.edu/x"), fetch("a", 5, "https://images.nasa.gov/y"),
+             fetch("b", 4, "https://api.nasa.gov/planetary/apod")]
+    assert find_error_patterns(hosts, ["a", "b"]) == []
+    again = [fetch("a", 3, "https://api.example.org/v1/a"), fetch("b", 4, "https://api.example.org/v1/b")]
+    [found] = find_error_patterns(again, ["a", "b"])
+    assert found.missing == "host:api.example.org"
