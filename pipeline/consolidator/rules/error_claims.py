@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 from pipeline.consolidator.rules.tool_runs import ToolResult
+from pipeline.consolidator.rules.wording import listed
 
 __all__ = ["Failing", "Stated", "outdated", "statement"]
 
@@ -41,10 +42,6 @@ class Failing(Protocol):
     shape: str
     occurrences: dict[str, list[tuple[int, str]]]
     runs: dict[str, list[ToolResult]]
-
-
-def _and(items: Sequence[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _folders(finding: Failing, cwds: Mapping[str, str | None]) -> list[str]:
@@ -70,9 +67,9 @@ def _not_a_repository(finding: Failing, commands: str, where: str, cwds: Mapping
     parents = {re.split(r"[\\/](?=[^\\/]*$)", f)[0] for f in folders}
     if len(folders) > 1 and len(parents) == 1 and all(f != next(iter(parents)) for f in folders):
         parent = next(iter(parents))
-        shown = _and([f"`{f[len(parent) + 1:]}`" for f in folders]) + f" in {parent}"
+        shown = listed([f"`{f[len(parent) + 1:]}`" for f in folders]) + f" in {parent}"
     else:
-        shown = _and([f"`{f}`" for f in folders])
+        shown = listed([f"`{f}`" for f in folders])
     verb = "is not a git repository" if len(folders) == 1 else "are not git repositories"
     return f"{shown} {verb}: {commands} failed there for want of one ({where})"
 
@@ -113,7 +110,7 @@ def _sudo_password(finding: Failing, commands: str, where: str, cwds: Mapping[st
                     under.setdefault(f"`{seg.program} {sub}`" if sub else f"`{seg.program}`", None)
     if not under:
         return None
-    return (f"`sudo` asks for a password that the agent cannot type: {_and(list(under)[:3])} failed under it "
+    return (f"`sudo` asks for a password that the agent cannot type: {listed(list(under)[:3])} failed under it "
             f"({where})")
 
 
@@ -154,13 +151,13 @@ def _no_module(finding: Failing, commands: str, where: str, cwds: Mapping[str, s
     modules = [m for m in _modules(finding) if not _installed_later(m, later)]
     if not modules or len(modules) > 4:
         return None
-    them = _and([f"`{m}`" for m in modules])
+    them = listed([f"`{m}`" for m in modules])
     verb = "is" if len(modules) == 1 else "are"
     # the Python that ran: the commands that run one (`identify` in the same call is ImageMagick)
     pythons = list(dict.fromkeys(f"`{seg.text.split()[0]}`" for runs in finding.runs.values() for r in runs
                                  for seg in (r.parsed.segments if r.parsed else ()) if seg.words
                                  and _PYTHON.fullmatch(seg.words[0].rsplit("/", 1)[-1])))
-    ran = f"for the Python that ran {_and(pythons[:3])}" if pythons else "where these commands ran"
+    ran = f"for the Python that ran {listed(pythons[:3])}" if pythons else "where these commands ran"
     return f"the Python module{'s' if len(modules) > 1 else ''} {them} {verb} not installed {ran} ({where})"
 
 

@@ -78,6 +78,7 @@ from pipeline.consolidator.contract import (
 from pipeline.consolidator.rules import shell_commands as sh
 from pipeline.consolidator.rules.error_claims import outdated, statement
 from pipeline.consolidator.rules.tool_runs import ANSI, Outcome, ToolResult, outcomes, output_body
+from pipeline.consolidator.rules.wording import clip, listed
 from pipeline.consolidator.rules.workarounds import Workaround, find_workaround, settings
 
 __all__ = [
@@ -599,9 +600,6 @@ def _workaround(
 _PLACEHOLDER = re.compile(r"<(?:value|url|id|host|path|n|flag)>")
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
 
 def _project(slugs: Mapping[str, str | None], sessions: Sequence[str], names: Mapping[str | None, str] | None) -> str:
     """The projects of these sessions: each session's own name (`names` by session id, from its own
@@ -658,7 +656,7 @@ def _what_worked(w: Workaround) -> str:
     what = sh.summary(w.run.name or "", w.run.tool_input)
     where = f"line {w.run.call_line or w.run.line_no}"
     if w.how == "added" and w.added:
-        extra = ", ".join(f"`{_clip(a, 60)}`" for a in w.added[:3])
+        extra = ", ".join(f"`{clip(a, 60)}`" for a in w.added[:3])
         return f"What worked next ({where}): the same `{what}` with {extra} added."
     if w.how == "other operations":
         return f"What worked next ({where}): {what}, other operations on the same file."
@@ -675,9 +673,9 @@ def _remedy(w: Workaround, head: str) -> str | None:
     """What to do, from the command that worked next; None when it says nothing a person can act on (a
     different program on the same file is a way round only when the first one is missing: after a failed
     patch, `gofmt` on the file is not a replacement for it)."""
-    what = _clip(sh.summary(w.run.name or "", w.run.tool_input), 80)
+    what = clip(sh.summary(w.run.name or "", w.run.tool_input), 80)
     if w.how == "added" and w.added:
-        return "run it again with " + ", ".join(f"`{_clip(a, 60)}`" for a in w.added[:3]) + " (that worked next)"
+        return "run it again with " + ", ".join(f"`{clip(a, 60)}`" for a in w.added[:3]) + " (that worked next)"
     if w.how == "same target" and what and _MISSING_PROGRAM.search(head):
         return f"`{what}` worked next instead"
     return None
@@ -704,13 +702,12 @@ def _commands(finding: PatternFinding) -> list[str]:
 
 def _failing_commands(finding: PatternFinding) -> str:
     """Up to three of the failed commands, as a claim names them: "`ip link`, `lsblk` and `mount`"."""
-    shown = [f"`{_clip(c, 40)}`" for c in _commands(finding)[:3]] or ["tool calls"]
-    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+    return listed([f"`{clip(c, 40)}`" for c in _commands(finding)[:3]] or ["tool calls"])
 
 
 def _failed_summary(finding: PatternFinding) -> str:
     shown = _command_counts(finding)
-    return ", ".join(f"`{_clip(k, 60)}`" + (f" ×{n}" if n > 1 else "") for k, n in shown[:4]) + (" …" if len(shown) > 4 else "")
+    return ", ".join(f"`{clip(k, 60)}`" + (f" ×{n}" if n > 1 else "") for k, n in shown[:4]) + (" …" if len(shown) > 4 else "")
 
 
 def _speakers(finding: PatternFinding) -> list[str]:
@@ -830,7 +827,7 @@ def pattern_candidate(
         # why a project's files keep going stale is the project's (its editor, its encoding): evidence of
         # another project's stale edits is not linked to it
         claim = f"In {_project(slugs, sessions, names)}, {claim}"
-    claim = _clip(claim + ".", MAX_CLAIM_CHARS)
+    claim = clip(claim + ".", MAX_CLAIM_CHARS)
     places = "; ".join(
         f"{sid} line{'s' if len(occ) > 1 else ''} {', '.join(str(n) for n, _ in occ)}"
         for sid, occ in finding.occurrences.items()
@@ -839,7 +836,7 @@ def pattern_candidate(
     gist = (
         f"When first recorded, the same failure (quoted values, paths, ids, flags and numbers set aside) "
         f"appeared {finding.count} times in {len(sessions)} session(s) of {_project(slugs, sessions, names)}: {places}. "
-        + (f"The error reads: {_clip(finding.shape, 200).rstrip(' :;,.')}. " if show_shape else "")
+        + (f"The error reads: {clip(finding.shape, 200).rstrip(' :;,.')}. " if show_shape else "")
         + f"What failed: {_failed_summary(finding)}. "
     )
     if finding.workaround is not None:
@@ -853,10 +850,10 @@ def pattern_candidate(
     return {
         "kind": "error_pattern",
         "claim": claim,
-        "gist": _clip(gist, MAX_GIST_CHARS),
+        "gist": clip(gist, MAX_GIST_CHARS),
         # the failing program as an entity: what the memory is about (corpus.about), whatever else the claim names
         "entities": ([] if pasted else [{"type": "error", "name": finding.head[:120]}])
         + ([{"type": "tool", "name": programs[0][:120]}] if len(programs) == 1 else
-           [{"type": "command", "name": _clip(c, 120)} for c in _commands(finding)[:3]] if pasted else []),
+           [{"type": "command", "name": clip(c, 120)} for c in _commands(finding)[:3]] if pasted else []),
         "evidence": evidence,
     }

@@ -42,6 +42,7 @@ from rapidfuzz import fuzz
 from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, MAX_QUOTE_CHARS, MIN_QUOTE_CHARS
 from pipeline.consolidator.rules import shell_commands as sh
 from pipeline.consolidator.rules.tool_runs import ToolResult
+from pipeline.consolidator.rules.wording import clip, listed
 
 __all__ = ["ERROR_CLASS", "Absence", "MissingProgram", "absences", "find_missing_programs", "missing_candidate"]
 
@@ -271,9 +272,6 @@ def _together(items: list[MissingProgram], by_session: Mapping[str, Sequence[Too
     return kept
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
 
 def _how(item: MissingProgram) -> str:
     lookups = sorted({sh.program_name(a.run.parsed.segments[0].words[0]) if a.run.parsed and a.run.parsed.segments
@@ -289,12 +287,12 @@ def missing_candidate(item: MissingProgram, names: Mapping[str | None, str]) -> 
     """The finding as a candidate; `names` gives each session's project name by session id."""
     name = item.program
     named = [f"`{p}`" for p in [name, *item.also]]
-    them = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    them = listed(named)
     is_ = "is" if len(named) == 1 else "are"
     sessions = list(item.sightings)
     projects = ", ".join(sorted({names.get(s) or "unknown project" for s in sessions}))
     if item.substitute is not None and item.instead is not None:
-        done = _clip(sh.summary(item.substitute.name or "", item.substitute.tool_input), 60)
+        done = clip(sh.summary(item.substitute.name or "", item.substitute.tool_input), 60)
         shown = f"`{done}`, " if done.lower() != item.instead.lower() else ""
         if item.wrapped:
             how = f"`{done}` ran" if done.lower() != item.instead.lower() else "it ran"
@@ -338,8 +336,8 @@ def missing_candidate(item: MissingProgram, names: Mapping[str | None, str]) -> 
         claim = f"In {projects}, {claim}"
     return {
         "kind": "error_pattern",
-        "claim": _clip(claim, MAX_CLAIM_CHARS),
-        "gist": _clip(gist, MAX_GIST_CHARS),
+        "claim": clip(claim, MAX_CLAIM_CHARS),
+        "gist": clip(gist, MAX_GIST_CHARS),
         "entities": [{"type": "tool", "name": name[:120]}, {"type": "error", "name": ERROR_CLASS}],  # what it is about
         "evidence": evidence,
     }

@@ -53,6 +53,7 @@ from typing import Any
 from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, MAX_QUOTE_CHARS, MIN_QUOTE_CHARS
 from pipeline.consolidator.rules import shell_commands as sh
 from pipeline.consolidator.rules.tool_runs import ToolResult
+from pipeline.consolidator.rules.wording import clip
 
 __all__ = ["SOLO_CHECKS", "STEP_SESSIONS", "Routine", "find_routines", "project_name", "routine_candidate"]
 
@@ -327,9 +328,6 @@ def _own_script(main: sh.Segment) -> str | None:
     return None
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
 
 def _summary_line(run: ToolResult) -> str | None:
     lines = [ln.strip() for ln in run.body.split("\n") if ln.strip()]
@@ -405,7 +403,7 @@ def routine_candidate(routine: Routine, names: Mapping[str | None, str]) -> dict
         step = sh.parse(routine.key).main
         program = step.program if step is not None and step.program else (programs[0] if programs else "a command")
         on = ", ".join(step.operands[:2]) if step is not None else ""
-        claim = f"In {project}, most sessions run `{program}`" + (f" on {_clip(on, 90)}" if on else "")
+        claim = f"In {project}, most sessions run `{program}`" + (f" on {clip(on, 90)}" if on else "")
         entity = {"type": "command", "name": program}
         gist = (f"The step was run verbatim in {len(sessions)} of the project's sessions ({routine.count} time(s) in all), "
                 "so it belongs to how work in this project starts or is done.")
@@ -416,11 +414,11 @@ def routine_candidate(routine: Routine, names: Mapping[str | None, str]) -> dict
     )
     gist += f" Where: {lines}. Found by the offline rules engine from the commands alone."
     if example:
-        gist += f" Shortest form: {_clip(example[0], 60)}."
+        gist += f" Shortest form: {clip(example[0], 60)}."
     return {
         "kind": "procedural",
-        "claim": _clip(claim + ".", MAX_CLAIM_CHARS),
-        "gist": _clip(gist, MAX_GIST_CHARS),
+        "claim": clip(claim + ".", MAX_CLAIM_CHARS),
+        "gist": clip(gist, MAX_GIST_CHARS),
         "entities": [entity],
         "evidence": _evidence(routine),
     }
