@@ -114,9 +114,6 @@ def _sudo_password(finding: Failing, commands: str, where: str, cwds: Mapping[st
             f"({where})")
 
 
-_ESCALATED = ("sandbox_permissions", "with_escalated_permissions")
-
-
 def _not_permitted(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None],
                    later: Sequence[ToolResult] = ()) -> str | None:
     verb = "are" if " and " in commands else "is"
@@ -124,11 +121,10 @@ def _not_permitted(finding: Failing, commands: str, where: str, cwds: Mapping[st
     # escalated permissions and worked says where the refusal came from, and the way round it
     programs = {r.program.lower() for runs in finding.runs.values() for r in runs if r.program}
     for run in later:
-        escalated = any(run.input_field(k) not in (None, False, "", "use_default") for k in _ESCALATED)
         # the program may run inside a shell the call starts (`bash -lc 'ip addr && ip route'`)
         runs_it = run.programs & programs or any(
             re.search(rf"(?:^|[\s;&|'\"(]){re.escape(p)}(?:\s|$)", run.command or "") for p in programs)
-        if escalated and not run.is_error and run.exit_code in (None, 0) and run.has_result and runs_it:
+        if run.escalated and not run.is_error and run.exit_code in (None, 0) and run.has_result and runs_it:
             return (f"{commands} {verb} not permitted in the agent's sandbox, and worked with escalated permissions "
                     f"({run.session_id} line {run.call_line or run.line_no}) ({where})")
     return f"{commands} {verb} not permitted where the agent runs ({where})"

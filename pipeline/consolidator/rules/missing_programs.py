@@ -41,6 +41,7 @@ from rapidfuzz import fuzz
 
 from pipeline.consolidator.contract import MAX_CLAIM_CHARS, MAX_GIST_CHARS, MAX_QUOTE_CHARS, MIN_QUOTE_CHARS
 from pipeline.consolidator.rules import shell_commands as sh
+from pipeline.consolidator.rules.error_shapes import session_runs
 from pipeline.consolidator.rules.tool_runs import ToolResult
 from pipeline.consolidator.rules.wording import clip, listed
 
@@ -205,9 +206,7 @@ def find_missing_programs(
     subagent's session to its parent's, `pinned` are programs a routine already calls by full path."""
     new_from = new_from_line or {}
     root = roots or {}
-    by_session: dict[str, list[ToolResult]] = {}
-    for run in sorted(runs, key=lambda r: (r.session_id, r.call_line or r.line_no, r.line_no)):
-        by_session.setdefault(run.session_id, []).append(run)
+    by_session = session_runs(runs, session_order)
     found: dict[str, MissingProgram] = {}
     worked_later: dict[str, list[tuple[str, int]]] = {}  # program → (session, line) of calls of it that worked
     for sid in session_order:
@@ -218,15 +217,15 @@ def find_missing_programs(
                         worked_later.setdefault(seg.program.lower(), []).append((sid, run.line_no))
     rank = {sid: i for i, sid in enumerate(session_order)}
     for sid in session_order:
-        session_runs = by_session.get(sid, [])
-        for i, run in enumerate(session_runs):
+        in_session = by_session.get(sid, [])
+        for i, run in enumerate(in_session):
             for absence in absences(run):
                 key = absence.program.lower()
                 if key in pinned:
                     continue
                 item = found.setdefault(key, MissingProgram(absence.program))
                 item.sightings.setdefault(sid, []).append(absence)
-                if item.substitute is None and (sub := _substitute(absence, session_runs[i + 1 :])) is not None:
+                if item.substitute is None and (sub := _substitute(absence, in_session[i + 1 :])) is not None:
                     item.substitute, item.instead, item.wrapped = sub
     out: list[MissingProgram] = []
     for key, item in found.items():

@@ -103,6 +103,11 @@ class ToolResult:
     def body(self) -> str:
         return output_body(self.text)
 
+    @property
+    def escalated(self) -> bool:
+        """The call asked the sandbox for escalated permissions (Codex's `sandbox_permissions`)."""
+        return any(self.input_field(k) not in (None, False, "", "use_default") for k in _ESCALATE)
+
     def input_field(self, key: str) -> Any:
         data = self.tool_input
         if isinstance(data, str):
@@ -207,7 +212,7 @@ def _escalated_rerun(run: ToolResult, following: Sequence[ToolResult]) -> bool:
         return False
     for nxt in following[:3]:
         if nxt.command == run.command:
-            return any(nxt.input_field(k) not in (None, False, "", "use_default") for k in _ESCALATE)
+            return nxt.escalated
     return False
 
 
