@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from pipeline.consolidator.rules.tool_runs import ToolResult
 from pipeline.consolidator.rules.wording import listed
 
-__all__ = ["Failing", "Stated", "outdated", "statement"]
+__all__ = ["Failing", "outdated", "statement"]
 
 
 class Failing(Protocol):
@@ -77,18 +77,20 @@ def _not_a_repository(finding: Failing, commands: str, where: str, cwds: Mapping
 _NOT_A_REPOSITORY = re.compile(r"not a git repository", re.IGNORECASE)
 
 
-def outdated(finding: Failing, later: Sequence[ToolResult], cwds: Mapping[str, str | None] | None = None) -> bool:
+def outdated(finding: Failing, later_runs: Callable[[], Sequence[ToolResult]],
+             cwds: Mapping[str, str | None] | None = None) -> bool:
     """Has what the error says stopped being true by the end of the batch? A folder that was not a git
     repository is one once a later `git` call worked in it or in a folder above it (the repository was
     made or cloned meanwhile); missing Python modules are there once a later install of each worked
     (`pip install python-docx` for `docx`): a memory of it would be out of date the day it is written."""
     text = f"{finding.head}\n{finding.shape}"
+    if not (_NO_MODULE.search(text) or _NOT_A_REPOSITORY.search(text)):
+        return False  # the batch's later runs are gathered only for the two classes that can go out of date
+    later = later_runs()
     if _NO_MODULE.search(text):
         # every module it named was installed by a later call that worked
         modules = _modules(finding)
         return bool(modules) and all(_installed_later(m, later) for m in modules)
-    if not _NOT_A_REPOSITORY.search(text):
-        return False
     known = cwds or {}
     failing = {f for runs in finding.runs.values() for r in runs if (f := _folder_of(r, known))}
     if not failing:
@@ -187,18 +189,13 @@ _CLASSES: tuple[tuple[re.Pattern[str], Builder], ...] = (
 )
 
 
-class Stated(NamedTuple):
-    claim: str
-
-
 def statement(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None] | None = None,
-              later: Sequence[ToolResult] = ()) -> Stated | None:
+              later: Sequence[ToolResult] = ()) -> str | None:
     """The plain claim for the finding's error class (module docstring), or None when it has none.
     `commands` names the failed commands as a claim does ("`ip link` and `lsblk`"); `where` says how it
     recurred ("across sessions"); `later` are the calls of its sessions after its failures."""
     text = f"{finding.head}\n{finding.shape}"
     for pattern, build in _CLASSES:
         if pattern.search(text):
-            claim = build(finding, commands, where, cwds or {}, later)
-            return Stated(claim) if claim is not None else None
+            return build(finding, commands, where, cwds or {}, later)
     return None

@@ -66,6 +66,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from pipeline.consolidator.contract import (
@@ -554,7 +555,7 @@ def find_error_patterns(
         fresh = any(
             line_no >= new_from.get(sid, 1) for sid, occ in finding.occurrences.items() for line_no, _ in occ
         )
-        if fresh and not outdated(finding, _after(finding, by_session, rank), cwds):
+        if fresh and not outdated(finding, partial(_after, finding, by_session, rank), cwds):
             finding.occurrences = dict(sorted(finding.occurrences.items(), key=lambda kv: rank.get(kv[0], 1 << 30)))
             found.append(finding)
     # Widest spread first, then the shape itself: a stable order for a stable answer.
@@ -817,7 +818,7 @@ def pattern_candidate(
     stated = statement(finding, failing, where, cwds, later) if remedy is None else None
     gone = _missing_claim(finding, where, by_session or {}, cwds)
     if gone is not None or stated is not None:
-        claim = gone or (stated.claim if stated else claim)
+        claim = gone or stated or claim
         # a fact of the project's files or of the machine it ran on: said of the project (a reader needs
         # the place, not "here"), so that a later night links only evidence of the same project to it
         # (corpus.about)
