@@ -121,9 +121,11 @@ WHERE json_extract_string(item, '$.type') IN ('function_call', 'custom_tool_call
 # one per command it ran) the first non-zero status of its commands. Claude Code records a Bash failure's status as the `Exit code N` that
 # opens its error text.
 _CODEX_HEADER = "split_part(output, chr(10) || 'Output:' || chr(10), 1)"
+# A command's status line in a Codex output's header (also each command's, in a code-mode script).
+_STATUS_LINE = "'(?m)^(?:Exit code:|Process exited with code) (-?[0-9]+)$'"
 _CODEX_EXIT = f"""coalesce(
     meta_exit,
-    TRY_CAST(NULLIF(regexp_extract({_CODEX_HEADER}, '(?m)^(?:Exit code:|Process exited with code) (-?[0-9]+)$', 1), '') AS INTEGER),
+    TRY_CAST(NULLIF(regexp_extract({_CODEX_HEADER}, {_STATUS_LINE}, 1), '') AS INTEGER),
     CASE WHEN starts_with(output, 'failed in sandbox') OR starts_with(output, 'exec_command failed')
          THEN TRY_CAST(NULLIF(regexp_extract(output, 'exit[ _]code:? (-?[0-9]+)', 1), '') AS INTEGER) END
 )"""
@@ -164,9 +166,9 @@ WITH cc AS (
            CASE WHEN out_type = 'ARRAY'
                 -- the first command of the script that failed, else the first that ran
                 THEN TRY_CAST(coalesce(
-                    list_filter(regexp_extract_all(items_text, '(?m)^(?:Exit code:|Process exited with code) (-?[0-9]+)$', 1),
+                    list_filter(regexp_extract_all(items_text, {_STATUS_LINE}, 1),
                                 lambda x: x <> '0')[1],
-                    regexp_extract(items_text, '(?m)^(?:Exit code:|Process exited with code) (-?[0-9]+)$', 1)) AS INTEGER)
+                    regexp_extract(items_text, {_STATUS_LINE}, 1)) AS INTEGER)
                 WHEN out_type IS NOT NULL
                 THEN TRY_CAST(json_extract_string(output, '$.metadata.exit_code') AS INTEGER) END AS meta_exit
     FROM cx_items

@@ -585,7 +585,7 @@ def _ran(named: Sequence[str], runs: Sequence[tuple[int, str]], after: int) -> i
     """The line of the last of the named commands' first successful runs after `after`, once every one ran."""
     lines = []
     for command in named:
-        line = next((n for n, ran in runs if n > after and command in " ".join(ran.split())), None)
+        line = next((n for n, ran in runs if n > after and command in ran), None)
         if line is None:
             return None
         lines.append(line)
@@ -716,7 +716,7 @@ def find_commitments(
     `calls` gives each session's tool-call line numbers (sorted); without it no turn has tool calls.
     `edits` gives each session's file writes as (tool-call line, path), sorted; without it no promise
     is seen kept by a tool call; `runs` gives each session's successful shell commands as (tool-call line,
-    command line), sorted, for promises that name a command. `asks` gives the lines of calls that put a question to the user and wait
+    command line with its whitespace runs made single spaces), sorted, for promises that name a command. `asks` gives the lines of calls that put a question to the user and wait
     for the answer: each ends a turn.
     """
     new_from = new_from_line or {}

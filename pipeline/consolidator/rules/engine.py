@@ -229,7 +229,7 @@ def build_answer(
                 for path in sh.written_files(run.name or "", run.tool_input):
                     edits.setdefault(run.session_id, []).append((run.call_line, path))
                 if run.command:
-                    ran.setdefault(run.session_id, []).append((run.call_line, run.command))
+                    ran.setdefault(run.session_id, []).append((run.call_line, " ".join(run.command.split())))
     commitments = find_commitments(
         messages, new_from_line, slugs, {s: sorted(v) for s, v in calls.items()}, {s: sorted(v) for s, v in edits.items()},
         asks, {s: sorted(v) for s, v in ran.items()},
