@@ -17,15 +17,15 @@ How a page's examples run (the convention is in docs/contributing.md, "Examples 
 The environment has no OPENAI_API_KEY and no PIPELINE_* variables, so `--engine auto` is the rules
 engine and the default paths apply. Nothing here reads ../shared/ or reaches the network.
 
-The night is built once for the whole run (all xdist workers: `built_once`); each page is a test of
-its own, so the workers share the pages out. As stored transcript paths name the project folder, the
-pages' copies are all put at one path, one page at a time (a lock beside it). A page's failure lists
-every block that failed, with its line, command output included.
+The night is built once for the whole run (all xdist workers: `built_once`). As stored transcript
+paths name the project folder, the pages' copies must all be put at one path, one page at a time: so
+the pages are one test, run by one worker, rather than a test each that the other workers would sit
+waiting on (they ran other tests meanwhile). The failure lists every block that failed on every
+page, with its line, command output included.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -122,13 +122,11 @@ def night_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", RUN_PAGES, ids=lambda page: page.name)
-def test_every_guide_snippet_runs(night_template: Path, page: Path) -> None:
+def test_every_guide_snippet_runs(night_template: Path) -> None:
     template, project = night_template / "template", night_template / "project"
     failures: list[str] = []
-    with (night_template / "project.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one page at a time in the project folder; released on close
-        shutil.rmtree(project, ignore_errors=True)  # a page's run that was killed half-way
+    for page in RUN_PAGES:
+        shutil.rmtree(project, ignore_errors=True)  # a run that was killed half-way
         shutil.copytree(template, project, symlinks=True)
         try:
             for block in (b for b in blocks(page) if b.runs):

@@ -51,7 +51,7 @@ def test_every_gated_hint_is_a_pattern_and_each_needle_is_a_literal_of_it() -> N
 
 
 @pytest.mark.parametrize(("kind", "hint"), GATED, ids=[k for k, _ in GATED])
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_needle_never_turns_down_a_match(kind: str, hint: scan._Hint, data: st.DataObject) -> None:
     assert hint.pattern is not None
@@ -102,7 +102,7 @@ PLUGINS = [(kind, plugin, hint) for kind, plugin, hint in scan._PLUGINS]
 
 
 @pytest.mark.parametrize(("kind", "plugin", "hint"), PLUGINS, ids=[k for k, _, _ in PLUGINS])
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_what_a_plugin_flags_always_holds_its_hint(kind: str, plugin: object, hint: scan._Hint, data: st.DataObject) -> None:
     denylist = list(getattr(plugin, "denylist", ()))
