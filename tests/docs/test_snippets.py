@@ -122,6 +122,7 @@ def night_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.first
 def test_every_guide_snippet_runs(night_template: Path) -> None:
     template, project = night_template / "template", night_template / "project"
     failures: list[str] = []

@@ -109,7 +109,7 @@ def test_a_night_on_dask_gives_the_corpus_of_a_local_night(tmp_path: Path, clust
     local, remote = tmp_path / "local", tmp_path / "dask"
     # The local night runs while the workers start and register (seconds of waiting on them), and
     # beside the Dask night: the two write to separate folders.
-    cmd, env = nightly_command(local, "--max-sessions", "3")
+    cmd, env = nightly_command(local, "--max-sessions", "5")
     local_log = tmp_path / "local-night.log"  # a file, not a pipe nobody reads while the Dask night runs
     with local_log.open("w") as log:
         local_night = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log)
@@ -117,7 +117,7 @@ def test_a_night_on_dask_gives_the_corpus_of_a_local_night(tmp_path: Path, clust
         cluster.start_worker("w1")
         cluster.start_worker("w2")
         cluster.wait_for_workers(2)
-        out_dask = nightly(remote, "--max-sessions", "3", "--executor", "dask", "--scheduler", cluster.address, timeout=600)
+        out_dask = nightly(remote, "--max-sessions", "5", "--executor", "dask", "--scheduler", cluster.address, timeout=600)
         local_night.wait(timeout=600)
     finally:
         if local_night.poll() is None:
