@@ -126,7 +126,7 @@ def test_a_batch_input_carries_the_kept_scans(tmp_path: Path, monkeypatch: pytes
     assert seen == []
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts=st.lists(st.sampled_from(["plain", "KEY", "pw", "url"]), min_size=1, max_size=8),
        cuts=st.lists(st.integers(min_value=1, max_value=8), max_size=3))
 def test_kept_and_incremental_scans_equal_one_scan_of_every_line(

@@ -91,7 +91,7 @@ def answers(draw: st.DrawFn, pool: list[tuple[str, str]]) -> tuple[dict[str, Any
 
 
 @pytest.mark.slow
-@settings(max_examples=40, deadline=None, derandomize=True,
+@settings(max_examples=25, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much,
                                  HealthCheck.data_too_large])
 @given(data=st.data())

@@ -90,7 +90,7 @@ steps = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=steps, cut=st.integers(0, 30))
 def test_codex_usage_is_the_sum_of_new_responses(tmp_path_factory: pytest.TempPathFactory, steps: list, cut: int) -> None:
     """Whatever the running totals do, and wherever an ingest stops, usage = Σ last_token_usage of
