@@ -78,12 +78,13 @@ def _is_read_back(r: dict[str, Any], hit_share: float = HIT_SHARE) -> bool:
 # --------------------------------------------------------------------------- properties of the rules
 
 # Each rule must hold for the definition (the SQL, run without transcripts) and for the vectorised
-# twin that `classify` uses on bare logs.
+# twin that `classify` uses on bare logs. 20 to 25 examples each: every SQL example costs about 60 ms
+# of DuckDB planning, and tests/cache/test_bare_log.py checks the two call for call on 80 more logs.
 both = pytest.mark.parametrize("classify_log", [classify, classify_with_sql], ids=["twin", "sql"])
 
 
 @both
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(_sessions, st.sampled_from([0.5, 0.8, 0.95]))
 def test_a_call_that_read_its_previous_prompt_back_is_never_a_miss(classify_log: Any, sessions: list, hit_share: float) -> None:
     out = classify_log(_log(sessions), hit_share=hit_share)
@@ -94,7 +95,7 @@ def test_a_call_that_read_its_previous_prompt_back_is_never_a_miss(classify_log:
 
 
 @both
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(_sessions)
 def test_the_first_call_of_each_session_is_a_cold_start_and_only_it(classify_log: Any, sessions: list) -> None:
     out = classify_log(_log(sessions))
@@ -105,7 +106,7 @@ def test_the_first_call_of_each_session_is_a_cold_start_and_only_it(classify_log
 
 
 @both
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(_sessions, _sessions)
 def test_a_model_that_never_reports_caching_gives_no_miss(classify_log: Any, silent: list, reporting: list) -> None:
     # The silent sessions are named apart from the reporting ones, which keep their own causes.
@@ -124,7 +125,7 @@ def test_a_model_that_never_reports_caching_gives_no_miss(classify_log: Any, sil
 
 
 @both
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(_sessions)
 def test_a_miss_after_the_ttl_in_force_is_a_ttl_expiry(classify_log: Any, sessions: list) -> None:
     out = classify_log(_log(sessions))
@@ -152,7 +153,7 @@ def test_ttl_overrides_the_ttl_in_force(classify_log: Any, sessions: list, ttl: 
 
 
 @both
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(_sessions)
 def test_a_prompt_below_half_the_previous_one_is_a_compaction(classify_log: Any, sessions: list) -> None:
     out = classify_log(_log(sessions))
@@ -166,7 +167,7 @@ def test_a_prompt_below_half_the_previous_one_is_a_compaction(classify_log: Any,
 
 
 @both
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(_sessions, st.randoms(use_true_random=False))
 def test_causes_do_not_depend_on_row_order(classify_log: Any, sessions: list, rng: Any) -> None:
     log = _log(sessions)
