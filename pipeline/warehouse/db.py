@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -158,6 +159,7 @@ class WriteSession:
     published: int = 0  # 1 when the session replaced the published file (it does so once, at its end)
     publish_seconds: float = 0.0  # and how long that took
     say: Callable[[str], None] = field(default=lambda msg: None)
+    owner: int = field(default_factory=threading.get_ident)  # the thread that writes the working file
 
     @property
     def concurrency_seconds(self) -> float:
@@ -256,9 +258,14 @@ def write_session(db: str | Path | None = None, *, wait: float | None = None,
 @contextlib.contextmanager
 def reading(db: str | Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A short-lived read-only connection: to the published file, or to the working file when this
-    process holds a write session on the warehouse (so a writer reads what it wrote)."""
+    thread holds a write session on the warehouse (so a writer reads what it wrote).
+
+    Another thread of the process reads the published file. DuckDB refuses to attach one file read-only
+    in one instance while another instance of the same process has it attached for writing: the night's
+    secret scans, on a thread while the batches land, once failed a night that way ("Unique file handle
+    conflict"), and they need only lines the night published before its batches ran."""
     session = active_session(db)
-    if session is not None:
+    if session is not None and session.owner == threading.get_ident():
         with opened(session.files.work, read_only=True, shown_as=session.files.db) as con:
             yield con
     else:

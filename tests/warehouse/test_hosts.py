@@ -166,3 +166,32 @@ def test_out_of_memory_names_the_cap_and_how_to_raise_it(
     code = main(["sessions", "--db", str(samples_warehouse)])
     err = capsys.readouterr().err
     assert code == 1 and "PIPELINE_MEMORY_LIMIT=4GB" in err and "8MB" in err and "Traceback" not in err
+
+
+def test_another_thread_reads_the_published_file_while_this_one_writes(tmp_path: Path) -> None:
+    # The night's secret scans read on a thread while the main thread lands batches in the working file:
+    # DuckDB refuses one file attached read-only and read-write by two instances of one process.
+    import threading
+
+    wh = tmp_path / "w.duckdb"
+    with db.writing(wh) as con:
+        con.execute("CREATE TABLE marks (v VARCHAR)")
+        con.execute("INSERT INTO marks VALUES ('published')")
+    seen: list[object] = []
+
+    def scan() -> None:
+        try:
+            with db.reading(wh) as other:
+                seen.append(sorted(r[0] for r in other.execute("SELECT v FROM marks").fetchall()))
+        except Exception as exc:  # kept: the assertion below shows it
+            seen.append(exc)
+
+    with db.write_session(wh):
+        with db.writing(wh) as con:
+            con.execute("INSERT INTO marks VALUES ('being written')")
+            thread = threading.Thread(target=scan)
+            thread.start()
+            thread.join()
+        with db.reading(wh) as own:  # the writing thread still reads what it wrote
+            assert sorted(r[0] for r in own.execute("SELECT v FROM marks").fetchall()) == ["being written", "published"]
+    assert seen == [["published"]]
