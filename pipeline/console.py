@@ -152,11 +152,12 @@ def _styled_row(columns: Sequence[Column], widths: Sequence[int], row: Sequence[
 
 
 def _len(value: str) -> int:
-    if value.isascii() and not _HIDDEN.search(value):
+    hidden = _HIDDEN.search(value) is not None
+    if value.isascii() and not hidden:
         return len(value)
     from rich.cells import cell_len
 
-    return cell_len(shown(value)) if _HIDDEN.search(value) else cell_len(value)
+    return cell_len(shown(value)) if hidden else cell_len(value)
 
 
 def _fit(value: str, width: int, right: bool, last: bool) -> str:

@@ -813,9 +813,12 @@ def pattern_candidate(
         claim = f"{failing} {'fail' if ' and ' in failing or failing == 'tool calls' else 'fails'} with the same error {where}"
     else:
         claim = f"{finding.head} recurs in failed {tool} {where}"
-    later = [r for sid, failed in finding.runs.items() for r in (by_session or {}).get(sid, ())
-             if (r.call_line or r.line_no) > max(f.call_line or f.line_no for f in failed)]
-    stated = statement(finding, failing, where, cwds, later) if remedy is None else None
+    stated = None
+    if remedy is None:
+        # the calls of its sessions after each session's last failure, for the statement's checks
+        ends = {sid: max(f.call_line or f.line_no for f in failed) for sid, failed in finding.runs.items()}
+        later = [r for sid, end in ends.items() for r in (by_session or {}).get(sid, ()) if (r.call_line or r.line_no) > end]
+        stated = statement(finding, failing, where, cwds, later)
     gone = _missing_claim(finding, where, by_session or {}, cwds)
     if gone is not None or stated is not None:
         claim = gone or stated or claim
