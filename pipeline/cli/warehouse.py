@@ -89,10 +89,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from pipeline.calls import rates
     from pipeline.warehouse import ingest  # numpy and pyarrow: only ingest needs them
 
-    # Nothing new (the usual nightly case on a quiet day): answered without a write session.
-    report = ingest.unchanged(args.db, args.paths)
+    # Nothing new (the usual nightly case on a quiet day): answered without a write session. Little new:
+    # written into the published file itself rather than a copy of it (pipeline.warehouse.publish).
+    preview = ingest.preview(args.db, args.paths)
+    report = preview.report
     if report is None:
-        with db.writing(args.db, wait=args.wait) as con:
+        with db.writing(args.db, wait=args.wait, in_place=preview.small) as con:
             report = ingest.ingest(con, args.paths, progress=not args.json)
             rates.store_after_ingest(con, report.warnings)
     for warning in report.warnings:

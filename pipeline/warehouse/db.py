@@ -4,9 +4,9 @@ DuckDB allows one process writing a database file or any number reading it, neve
 warehouse is two files (`pipeline.warehouse.publish` has the whole protocol):
 
 * `--db` (`data/warehouse.duckdb`), the *published* file: what analysts, `pipeline sql`,
-  `sessions`, `search`, `read` and notebooks open, always read-only. No pipeline command ever opens
-  it for writing, so an open read-only connection never stops anything, and it never sees a lock
-  error from us.
+  `sessions`, `search`, `read` and notebooks open, always read-only. Only a small `pipeline ingest`
+  that finds nobody else on it writes it itself ("in place", `pipeline.warehouse.publish`); a reader
+  that opens it during those seconds waits, and an open read-only connection never stops anything.
 * `<db>.work`, the *working* file: only the process holding the write lock opens it. A writing
   command (`ingest`, `apply`, `tasks confirm|reject|done`, `import-calls`, the nightly driver) runs
   inside `write_session()`: take the write lock (`<db>.write.lock`; wait for it up to `--wait`
@@ -41,6 +41,7 @@ import duckdb
 
 from pipeline import config
 from pipeline.errors import UsageError, WarehouseBusyError, WarehouseLockedError
+from pipeline.faults import crash_point
 from pipeline.warehouse import hosts
 from pipeline.warehouse import publish as publishing
 from pipeline.warehouse.lock import HolderLock, describe_holder
@@ -96,12 +97,46 @@ def connect(db: str | Path | None = None, *, read_only: bool = False, shown_as: 
 def opened(db: str | Path | None = None, *, read_only: bool = False, shown_as: Path | None = None
            ) -> Iterator[duckdb.DuckDBPyConnection]:
     """`connect`, for the length of a block, on an in-memory instance kept for the next block
-    (pipeline.warehouse.hosts): the file is detached, and so closed and unlocked, when it ends."""
+    (pipeline.warehouse.hosts): the file is detached, and so closed and unlocked, when it ends.
+    A read-only open waits while a pipeline command writes the file in place (`_wait_in_place`)."""
     path, shown = _target(db, read_only, shown_as)
     attached: list[str] = []
     with hosts.borrowed(f"{path}.tmp", attached) as con:
-        _attach(con, path, shown, read_only, attached)
+        if read_only:
+            _wait_in_place(lambda: _attach(con, path, shown, read_only, attached), path)
+        else:
+            _attach(con, path, shown, read_only, attached)
         yield con
+
+
+# How long a reader waits for a write in place (`pipeline.warehouse.publish`), which is small by design.
+READ_WAIT_SECONDS = 600.0
+
+
+def _wait_in_place(attach: Callable[[], None], path: Path) -> None:
+    """Attach; while the file is locked by a pipeline command writing it in place, wait and try again,
+    telling the user once. Any other lock (a program that opened the warehouse for writing itself) is
+    reported at once, as before."""
+    files = publishing.Files(path)
+    deadline = 0.0
+    while True:
+        try:
+            attach()
+            return
+        except WarehouseBusyError:
+            holder = HolderLock(files.write_lock).held_by()
+            if not holder or not holder.get("inPlace"):
+                raise
+            now = time.monotonic()
+            if not deadline:
+                deadline = now + READ_WAIT_SECONDS
+                _stderr(f"the warehouse {path} is being updated in place by {describe_holder(holder)}; "
+                        f"waiting for it to finish (a small write: seconds)")
+            elif now >= deadline:
+                raise WarehouseBusyError(
+                    f"the warehouse {path} is still being updated in place by {describe_holder(holder)} after "
+                    f"waiting {READ_WAIT_SECONDS:.0f} s; run this again once it has finished") from None
+            time.sleep(0.1)
 
 
 def _target(db: str | Path | None, read_only: bool, shown_as: Path | None) -> tuple[Path, Path]:
@@ -160,6 +195,20 @@ class WriteSession:
     publish_seconds: float = 0.0  # and how long that took
     say: Callable[[str], None] = field(default=lambda msg: None)
     owner: int = field(default_factory=threading.get_ident)  # the thread that writes the working file
+    in_place: bool = False  # it writes the published file itself (`publish.prepare(..., in_place=True)`)
+
+    @property
+    def target(self) -> Path:
+        """The file this session writes, and its own thread reads: the working file, or the published one."""
+        return self.files.db if self.in_place else self.files.work
+
+    def stop_in_place(self) -> None:
+        """A reader took the published file before this session attached it: go on in a working file."""
+        started = time.perf_counter()
+        self.copy_method = publishing.stop_in_place(self.files) or ""
+        self.copy_seconds += time.perf_counter() - started
+        self.in_place = False
+        self.lock.write(inPlace=False)
 
     @property
     def concurrency_seconds(self) -> float:
@@ -167,8 +216,12 @@ class WriteSession:
         return self.copy_seconds + self.publish_seconds
 
     def _publish(self) -> bool:
-        """Publish the working file as the session ends; True if it changed."""
+        """Publish the working file as the session ends (or record the file written in place); True if it changed."""
         started = time.perf_counter()
+        if self.in_place:
+            changed = publishing.finish_in_place(self.files, _checkpoint)
+            self.published += int(changed)
+            return changed
         if not publishing.publish(self.files, _checkpoint):
             return False
         self.published += 1
@@ -207,8 +260,10 @@ def active_session(db: str | Path | None = None) -> WriteSession | None:
 
 @contextlib.contextmanager
 def write_session(db: str | Path | None = None, *, wait: float | None = None,
-                  say: Callable[[str], None] | None = None) -> Iterator[WriteSession]:
+                  say: Callable[[str], None] | None = None, in_place: bool = False) -> Iterator[WriteSession]:
     """Hold the warehouse for writing: the write lock, an up-to-date working file, publish at the end.
+    With `in_place`, a small write that finds no other process on the published file writes it instead
+    (`pipeline.warehouse.publish`): only a caller whose other threads never read the warehouse meanwhile.
 
     Waits up to `wait` seconds (default 600) for another writer, saying so once through `say`
     (default stderr); then raises WarehouseLockedError (exit 1) naming the holder. Nested sessions
@@ -240,8 +295,12 @@ def write_session(db: str | Path | None = None, *, wait: float | None = None,
     _sessions[key] = session
     try:
         started = time.perf_counter()
-        method = publishing.prepare(files, tell)
-        if method is not None:
+        method = publishing.prepare(files, tell, in_place=in_place)
+        if method == publishing.IN_PLACE:
+            session.in_place = True
+            lock.write(inPlace=True)  # readers that find the file locked wait for this writer (`_wait_in_place`)
+            crash_point("inplace:writing")
+        elif method is not None:
             session.copy_method, session.copy_seconds = method, time.perf_counter() - started
         try:
             yield session
@@ -266,7 +325,7 @@ def reading(db: str | Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]
     conflict"), and they need only lines the night published before its batches ran."""
     session = active_session(db)
     if session is not None and session.owner == threading.get_ident():
-        with opened(session.files.work, read_only=True, shown_as=session.files.db) as con:
+        with opened(session.target, read_only=True, shown_as=session.files.db) as con:
             yield con
     else:
         with opened(db, read_only=True) as con:
@@ -274,9 +333,19 @@ def reading(db: str | Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]
 
 
 @contextlib.contextmanager
-def writing(db: str | Path | None = None, *, wait: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-write connection to the working file, inside a write session (joined, or its own)."""
-    with write_session(db, wait=wait) as session, opened(session.files.work, shown_as=session.files.db) as con:
+def writing(db: str | Path | None = None, *, wait: float | None = None, in_place: bool = False
+            ) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection to the working file (or, in place, the published one) inside a write session
+    (joined, or its own, which `in_place` asks to write in place when it can)."""
+    with write_session(db, wait=wait, in_place=in_place) as session, contextlib.ExitStack() as stack:
+        try:
+            con = stack.enter_context(opened(session.target, shown_as=session.files.db))
+        except WarehouseBusyError:
+            if not session.in_place:
+                raise
+            # A reader opened the published file after `prepare` looked: it keeps it, and this writer copies.
+            session.stop_in_place()
+            con = stack.enter_context(opened(session.target, shown_as=session.files.db))
         yield con
 
 

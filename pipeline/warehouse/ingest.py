@@ -24,6 +24,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.errors import IngestAborted, UsageError
+from pipeline.faults import crash_point
 from pipeline.warehouse import derive, formats, memory
 from pipeline.warehouse.transaction import atomic
 from pipeline.warehouse.writeback import background_writeback
@@ -498,6 +499,7 @@ class Ingester:
                 continue
             if failed is None:
                 report.files.extend(r for *_, r in group)
+                crash_point("ingest:group-committed")
                 continue
             self._load_owners()
             del report.warnings[warnings_before:-1]  # keep only the failure; the others will be redone
@@ -746,13 +748,36 @@ def ingest(
     return report
 
 
-def unchanged(db_file: str | Path | None, paths: Sequence[str | os.PathLike[str]]) -> IngestReport | None:
-    """The report of an ingest that would change nothing, found on a read-only connection, else None.
+@dataclass
+class Preview:
+    """What an ingest would do, found on a read-only connection before any write session opens."""
+
+    report: IngestReport | None  # the whole report when the ingest would change nothing, else None
+    new_bytes: int = 0  # bytes of transcript it would read: new files, and what known ones grew by
+    stored_bytes: int = 0  # bytes of transcript the warehouse holds already
+
+    @property
+    def small(self) -> bool:
+        """Small enough to write into the published file itself (`pipeline.warehouse.publish`,
+        "in place"): the warehouse holds something, and this adds at most IN_PLACE_SHARE of it."""
+        return self.stored_bytes > 0 and self.new_bytes <= IN_PLACE_SHARE * self.stored_bytes
+
+
+# How much an ingest may add, against what the warehouse holds, and still write the published file in place
+# rather than a copy of it: a reader that opens the warehouse meanwhile waits for the write, which takes about
+# this share of the time the whole home took to ingest.
+IN_PLACE_SHARE = 0.25
+
+
+def preview(db_file: str | Path | None, paths: Sequence[str | os.PathLike[str]]) -> Preview:
+    """What `ingest` would do, from a read-only connection: the report when it would change nothing
+    (`Preview.report`), and how much it would read against what is stored.
 
     A write session starts by copying the published warehouse to a private working file (6 s for a
-    6.4 GB warehouse): a nightly ingest of a home where nothing grew need not pay it. None whenever a
-    write is needed or cannot be ruled out (a new, grown or rewritten file, an unreadable one, a
-    warehouse that is missing or must be upgraded first)."""
+    6.4 GB warehouse): a nightly ingest of a home where nothing grew need not pay it, and one where
+    little grew writes in place. The report is None whenever a write is needed or cannot be ruled out
+    (a new, grown or rewritten file, an unreadable one, a warehouse that is missing or must be upgraded
+    first); the sizes are 0 when they could not be read."""
     from pipeline.errors import PipelineError
     from pipeline.warehouse import db
 
@@ -762,8 +787,10 @@ def unchanged(db_file: str | Path | None, paths: Sequence[str | os.PathLike[str]
         with db.reading(db_file) as con:
             planner = Ingester(con)
             stored = planner._load_known()
+            grown = Preview(None, new_bytes=_growth(files, stored),
+                            stored_bytes=int(con.execute("SELECT coalesce(sum(size_bytes), 0) FROM sessions").fetchone()[0]))
             if any(str(f) not in stored for f in files):
-                return None  # a new file: only the write path reads its head (up to 8 MB), not both
+                return grown  # a new file: only the write path reads its head (up to 8 MB), not both
             todo = planner.plan(files, report)
             for path, size, known, result in todo:
                 # A file that only still holds the same unfinished last line: the ingest would hold it
@@ -771,16 +798,30 @@ def unchanged(db_file: str | Path | None, paths: Sequence[str | os.PathLike[str]
                 held = int((known or {}).get("held_back_bytes") or 0)
                 if not (known and held and size == known["size_bytes"] + held and planner._unchanged_prefix(path, known)
                         and b"\n" not in _read_at(path, known["size_bytes"], held)):
-                    return None
+                    return grown
                 result.session_id = known["session_id"]
                 report.files.append(result)
                 report.warnings.append(_held_back(str(path), held))
     except (PipelineError, duckdb.Error, OSError):
-        return None
+        return Preview(None)
     if report.errors:
-        return None
+        return grown
     report.files.sort(key=lambda f: f.path)
-    return report
+    return Preview(report, stored_bytes=grown.stored_bytes)
+
+
+def _growth(files: Sequence[Path], stored: dict[str, dict]) -> int:
+    """Bytes an ingest would read: a new file whole, a known one from where it was read to (whole when it
+    shrank, as a rewritten file is read again)."""
+    total = 0
+    for path in files:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue
+        known = stored.get(str(path))
+        total += size if known is None or size < known["size_bytes"] else size - known["size_bytes"]
+    return total
 
 
 def _held_back(path: str, held: int) -> str:
@@ -821,4 +862,5 @@ def problems_of(con: duckdb.DuckDBPyConnection, session_id: str) -> list[dict]:
     return [{"line": r[0], "kind": r[1], "detail": r[2]} for r in rows]
 
 
-__all__ = ["FileResult", "IngestAborted", "IngestReport", "Ingester", "discover", "ingest", "problems_of", "unchanged"]
+__all__ = ["IN_PLACE_SHARE", "FileResult", "IngestAborted", "IngestReport", "Ingester", "Preview", "discover", "ingest",
+           "preview", "problems_of"]

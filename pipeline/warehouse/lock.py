@@ -79,6 +79,20 @@ class HolderLock:
         except OSError:
             return None
 
+    def held_by(self) -> dict[str, Any] | None:
+        """Who holds the lock now, or None when nobody does (a holder that died left its words behind)."""
+        holder = self.holder()
+        if not holder:
+            return None
+        try:
+            with self.path.open("rb") as fh:
+                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)  # granted only while no one holds it
+        except BlockingIOError:
+            return holder
+        except OSError:
+            return None
+        return None
+
     def try_acquire(self, **extra: Any) -> bool:
         """Take the lock if it is free; `extra` is recorded beside pid, host, command and start time."""
         if self._fh is not None:

@@ -1,9 +1,9 @@
 """The published warehouse and the private working file behind it.
 
 DuckDB lets one process write a database file, or any number of processes read it, never both at
-once. So the file analysts open (`--db`, say `data/warehouse.duckdb`) is never opened for writing.
-A writing command works on a private working file beside it, `data/warehouse.duckdb.work`, which no
-one else opens:
+once. So the file analysts open (`--db`, say `data/warehouse.duckdb`) is not opened for writing
+(but by a small ingest when nobody reads it: "In place", below). A writing command works on a
+private working file beside it, `data/warehouse.duckdb.work`, which no one else opens:
 
 1. at its start (`prepare`), the working file is made a copy of the published one, unless the
    working file left by the last writer already holds it (a writer that published nothing keeps its
@@ -44,6 +44,20 @@ Crash points, and what the next writing command does about them:
 * killed after the rename (`publish:replaced`): the state file names the new file as the one being
   published, so it is taken as published, and the next command copies it.
 
+In place, for a small write. The copy costs time in proportion to the whole warehouse (2.4 s of a
+5.6 s re-ingest that added 8 % to a 1.3 GB warehouse), whatever the write adds. So a writer that
+adds little (`pipeline ingest` when the new transcripts are at most a quarter of what is stored)
+and finds no other process holding the published file writes that file itself, through DuckDB's own
+transactions and write-ahead log, and no working file is made (`prepare(..., in_place=True)`
+returns IN_PLACE). What DuckDB guarantees stands in for the rename: every transaction lands whole or
+not at all, also after `kill -9` (a read-only open replays what was committed). What it costs:
+a reader that opens the warehouse during that write waits for it (`pipeline.warehouse.db.reading`
+does, saying so; another DuckDB client is refused with DuckDB's lock error for those seconds). A
+reader that already holds the file is never made to wait: the writer sees its lock and copies.
+The state file records `"inPlace": true` while such a write runs; a writer killed in place leaves
+the published file as DuckDB recovers it, and the next command takes it as published
+(`inplace:writing` is its crash point).
+
 Only the holder of the write lock (`pipeline.warehouse.db.write_session`) calls these functions.
 Cost: disk for a second copy of the warehouse while a writer runs (and an old copy stays allocated
 while a reader keeps it open), and one full copy per writing command that follows a publish. On a
@@ -73,10 +87,14 @@ from pipeline.durable import fsync_dir
 from pipeline.errors import OutcomeError, WarehouseBusyError
 from pipeline.faults import crash_point
 
-__all__ = ["Files", "busy_message", "identity", "prepare", "publish", "read_write_holder"]
+__all__ = ["IN_PLACE", "Files", "busy_message", "finish_in_place", "held_by_another_process", "identity",
+           "prepare", "publish", "read_write_holder", "stop_in_place"]
 
 COPY_CHUNK = 64 * 1024 * 1024
 HEAD_BYTES = 16 * 1024  # DuckDB's main header and both database headers: they change at every checkpoint
+
+# What `prepare` returns when the writer writes the published file itself.
+IN_PLACE = "in place"
 
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<prog>.*?) \(PID (?P<pid>\d+)\)")
 
@@ -264,6 +282,25 @@ def _write_lock_holder(db: Path) -> tuple[str, int] | bool | None:
     return program, pid
 
 
+def held_by_another_process(db: Path) -> bool:
+    """Does any other process have `db` open, to read or to write (DuckDB's fcntl lock on the file)?
+    True also when that cannot be asked (not Linux, an unreadable file): the caller then copies."""
+    if not sys.platform.startswith("linux"):
+        return True
+    try:
+        fd = os.open(db, os.O_RDONLY)
+    except OSError:
+        return True
+    try:
+        probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        kind = struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, probe))[0]
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return kind != fcntl.F_UNLCK
+
+
 def _probe_by_opening(db: Path) -> str | None:
     con = duckdb.connect()
     try:
@@ -296,9 +333,11 @@ def _start_work(files: Files, current: dict[str, Any] | None) -> str | None:
     return method
 
 
-def prepare(files: Files, say: Callable[[str], None]) -> str | None:
+def prepare(files: Files, say: Callable[[str], None], *, in_place: bool = False) -> str | None:
     """Make the working file ready for a writer (the caller holds the write lock). Returns how the
-    published file was copied to make it (`_copy`), or None when no copy was needed."""
+    published file was copied to make it (`_copy`), or None when no copy was needed, or IN_PLACE when
+    `in_place` was asked for and can be had: the last writer published, and no other process has the
+    published file open. The writer then writes the published file; `finish_in_place` ends that."""
     for stray in (files.publishing, files.work_copy, files.work_copy.with_name(files.work_copy.name + ".wal")):
         stray.unlink(missing_ok=True)  # a copy that a killed command left half-made
     busy = read_write_holder(files.db)
@@ -310,7 +349,16 @@ def prepare(files: Files, say: Callable[[str], None]) -> str | None:
         # Killed after the rename, before the state said so: the rename happened.
         state = {"db": state["next"]["db"], "work": state["next"]["work"]}
         _write_state(files, state)
+    if state is not None and state.get("inPlace") and state["work"] is None:
+        # A writer in place was killed: DuckDB makes the file whole (its committed transactions) when it is
+        # next opened, and that file is the published state, whatever its identity now.
+        state = {"db": current, "work": None}
+        _write_state(files, state)
     if state is not None and current is not None and current == state["db"] and state["work"] is None:
+        if in_place and not held_by_another_process(files.db):
+            files.work.unlink(missing_ok=True)  # a copy cut short before the state recorded it
+            _write_state(files, {**state, "inPlace": True})
+            return IN_PLACE
         # The last writer published by renaming its working file onto `db`: this one works on a copy.
         # A working file here can only be a copy that was cut short before the state recorded it.
         return _start_work(files, current)
@@ -366,6 +414,24 @@ def publish(files: Files, checkpoint: Callable[[Path], None]) -> bool:
     crash_point("publish:replaced")
     _write_state(files, {"db": work, "work": None})
     return True
+
+
+def stop_in_place(files: Files) -> str | None:
+    """Leave the published file to a reader that opened it before the writer did, and go on in a working
+    file, as a writer that never wrote in place would (what was written in place is in the copy)."""
+    return _start_work(files, identity(files.db))
+
+
+def finish_in_place(files: Files, checkpoint: Callable[[Path], None]) -> bool:
+    """End a write in place: the published file is checkpointed (when DuckDB left a `.wal`) and recorded
+    as published. True when the file changed."""
+    if files.db_wal.exists():
+        with contextlib.suppress(duckdb.IOException):  # a reader opened it meanwhile: the next writer folds it
+            checkpoint(files.db)
+    state = _read_state(files) or {"db": None, "work": None}
+    now = identity(files.db)
+    _write_state(files, {"db": now, "work": None})
+    return now != state["db"]
 
 
 def disk_bytes(files: Files) -> int:

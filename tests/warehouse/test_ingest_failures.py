@@ -168,4 +168,4 @@ def test_an_ingest_that_would_change_nothing_opens_no_write_session(tmp_path: Pa
     for change in (lambda: write_jsonl(tmp_path / "p" / "c.jsonl", [_user("new", "C")]),
                    lambda: held.write_bytes(held.read_bytes() + b"1}\n")):
         change()
-        assert ingest.unchanged(db_file, [tmp_path / "p"]) is None
+        assert ingest.preview(db_file, [tmp_path / "p"]).report is None
