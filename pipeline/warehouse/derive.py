@@ -627,6 +627,12 @@ def drop_copied_responses(con: duckdb.DuckDBPyConnection, session_ids: list[str]
         _drop_temp(con, "_copied", "_subs", "_parents")
 
 
+# The header paths the prompt rule reads, then the line's uuid: one extract gives them all.
+_PROMPT_PATHS = (*prompt_rules.CLAUDE_HEADER_PATHS, "$.uuid")
+_PROMPT_PATHS_SQL = ", ".join(f"'{p}'" for p in _PROMPT_PATHS)
+_PROMPT_HEADER = [f"v[{i}]" for i in range(1, len(prompt_rules.CLAUDE_HEADER_PATHS) + 1)]
+
+
 def drop_copied_prompts(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> None:
     """Leave the prompts a Claude Code subagent file copied from its parent session out of its count.
 
@@ -644,25 +650,33 @@ def drop_copied_prompts(con: duckdb.DuckDBPyConnection, session_ids: list[str]) 
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE _copied_prompts AS
-            WITH pu AS (
-                SELECT DISTINCT session_id, json_extract_string(text, '$.uuid') AS uuid
-                FROM lines
-                WHERE session_id IN (SELECT unnest(?::VARCHAR[]))
-                  AND json_valid(text) AND json_extract_string(text, '$.type') = 'user'
-            ), k AS (
-                -- the prompt test runs here, so no line's text reaches the join
-                SELECT session_id, json_extract_string(text, '$.uuid') AS uuid
-                FROM lines
-                WHERE session_id IN (SELECT unnest(?::VARCHAR[]))
-                  AND json_valid(text) AND json_extract_string(text, '$.type') = 'user'
-                  AND {prompt_rules.claude_prompt("text")}
+            WITH k AS MATERIALIZED (
+                -- the subagents' prompts and their parents, in one parse per line (TRY: a line that is no
+                -- JSON is no prompt); the prompt test runs here, so no line's text reaches the joins
+                SELECT l.session_id, s.parent_session_id, v[{len(_PROMPT_PATHS)}] AS uuid
+                FROM (SELECT session_id, TRY(json_extract_string(text, [{_PROMPT_PATHS_SQL}])) AS v, text
+                      FROM lines WHERE session_id IN (SELECT unnest(?::VARCHAR[]))) l
+                JOIN _subs s USING (session_id)
+                WHERE v[1] = 'user' AND {prompt_rules.claude_prompt("text", _PROMPT_HEADER)}
+            ), pl AS MATERIALIZED (
+                SELECT session_id, text FROM lines WHERE session_id IN (SELECT unnest(?::VARCHAR[]))
+            ), candidates AS (
+                -- a parent line can carry one of those uuids only if it spells it, or spells something with
+                -- a \\u escape: only these are parsed (parsing every parent line was a sixth of an ingest)
+                SELECT DISTINCT pl.session_id, pl.text
+                FROM pl JOIN k ON k.parent_session_id = pl.session_id AND contains(pl.text, k.uuid)
+                UNION
+                SELECT session_id, text FROM pl WHERE contains(text, '\\u')
+            ), pu AS (
+                SELECT DISTINCT session_id, v[2] AS uuid
+                FROM (SELECT session_id, TRY(json_extract_string(text, ['$.type', '$.uuid'])) AS v FROM candidates)
+                WHERE v[1] = 'user'
             )
             SELECT k.session_id, count(*) AS n
-            FROM k JOIN _subs s ON s.session_id = k.session_id
-            SEMI JOIN pu ON pu.session_id = s.parent_session_id AND pu.uuid = k.uuid
+            FROM k SEMI JOIN pu ON pu.session_id = k.parent_session_id AND pu.uuid = k.uuid
             GROUP BY k.session_id
             """,
-            [parents, subs],
+            [subs, parents],
         )
         con.execute(
             """

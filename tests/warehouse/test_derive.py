@@ -312,3 +312,67 @@ def test_timestamps_read_as_polars_infers_them_whichever_path_is_taken(values: l
     text = pl.Series("t", values, dtype=pl.String)
     inferred = text.str.to_datetime(time_zone="UTC", strict=False)
     assert derive._timestamps(text).to_list() == inferred.to_list()
+
+
+# ------------------------------------------------------------------- copied prompts: the SQL and its twin
+
+# drop_copied_prompts as first written: every user line of the parents parsed, no pre-selection. The
+# module's query parses only parent lines that spell a subagent prompt's uuid (or hold a \u escape).
+_COPIED_TWIN = """
+    WITH pu AS (
+        SELECT DISTINCT session_id, json_extract_string(text, '$.uuid') AS uuid FROM lines
+        WHERE session_id IN (SELECT session_id FROM _parents)
+          AND json_valid(text) AND json_extract_string(text, '$.type') = 'user'
+    ), k AS (
+        SELECT session_id, json_extract_string(text, '$.uuid') AS uuid FROM lines
+        WHERE session_id IN (SELECT session_id FROM _subs)
+          AND json_valid(text) AND json_extract_string(text, '$.type') = 'user' AND {prompt}
+    )
+    SELECT k.session_id, count(*) FROM k JOIN _subs s ON s.session_id = k.session_id
+    SEMI JOIN pu ON pu.session_id = s.parent_session_id AND pu.uuid = k.uuid
+    GROUP BY k.session_id
+"""
+
+_UUIDS = st.sampled_from(["u-1", "u-2", "u-3", "0f9e-a1", ""])
+
+
+def _spelled(value: str, escape: list[bool]) -> str:
+    """A JSON string literal of `value`, with the characters `escape` picks written as \\u escapes."""
+    return '"' + "".join(f"\\u{ord(c):04x}" if e else c for c, e in zip(value, escape + [False] * len(value), strict=False)) + '"'
+
+
+@st.composite
+def _claude_line(draw: st.DrawFn) -> str:
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.sampled_from(["not json", "{", '"user"', "[1]"]))
+    kind = draw(st.sampled_from(["user", "user", "assistant", "system"]))
+    uuid = draw(_UUIDS)
+    content = draw(st.one_of(
+        st.sampled_from(["fix the build", "<command-name>/clear</command-name>", "Caveat: the messages below", ""]),
+        st.just([{"type": "tool_result", "tool_use_id": "t", "content": "ok u-1"}]),
+        st.just([{"type": "text", "text": "and the tests"}]),
+    ))
+    body = json.dumps({"type": kind, "message": {"role": "user", "content": content}}, ensure_ascii=False)
+    uuid_json = _spelled(uuid, draw(st.lists(st.booleans(), max_size=len(uuid))))
+    return body[:-1] + ', "uuid": ' + uuid_json + "}"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parent=st.lists(_claude_line(), max_size=8), subs=st.lists(st.lists(_claude_line(), max_size=6), min_size=1, max_size=3))
+def test_copied_prompts_match_their_twin_that_parses_every_line(tmp_path: Path, parent: list[str], subs: list[list[str]]) -> None:
+    from pipeline.warehouse import prompt_rules
+
+    with db.opened(tmp_path / "w.duckdb") as con:  # one warehouse for every example, emptied first
+        con.execute("DELETE FROM lines")
+        con.execute("DELETE FROM sessions")
+        sessions = {"P": parent} | {f"S{i}": lines for i, lines in enumerate(subs)}
+        for sid, lines in sessions.items():
+            con.execute("INSERT INTO sessions (session_id, path, format, parent_session_id, state) VALUES (?, ?, 'claude-code', ?, ?)",
+                        [sid, f"/{sid}.jsonl", None if sid == "P" else "P", json.dumps({"prompts": 10})])
+            for n, text in enumerate(lines, 1):
+                con.execute("INSERT INTO lines (session_id, line_no, text) VALUES (?, ?, ?)", [sid, n, text])
+        derive.drop_copied_prompts(con, list(sessions))
+        got = {sid: 10 - prompts for sid, prompts in rows(con, "SELECT session_id, prompts FROM sessions WHERE session_id <> 'P'")}
+        derive._scope_subagents(con, list(sessions))
+        twin = dict(rows(con, _COPIED_TWIN.format(prompt=prompt_rules.claude_prompt("text"))))
+    assert got == {sid: twin.get(sid, 0) for sid in got}

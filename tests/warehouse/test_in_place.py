@@ -22,6 +22,13 @@ def _home(folder: Path, n: int = 8) -> Path:
     return folder
 
 
+def ingest_here(home: Path, wh: Path, *more: str) -> None:
+    """`pipeline ingest` in this process: quicker than a new interpreter where no crash is wanted."""
+    from pipeline.cli.main import main
+
+    assert main(["ingest", str(home), "--db", str(wh), *more]) == 0
+
+
 def _published(wh: Path) -> tuple[int, int]:
     return count(wh, "SELECT count(*) FROM sessions"), count(wh, "SELECT count(*) FROM lines")
 
@@ -29,14 +36,13 @@ def _published(wh: Path) -> tuple[int, int]:
 def test_a_small_ingest_writes_the_published_file_and_makes_no_copy(tmp_path: Path) -> None:
     wh = tmp_path / "w.duckdb"
     home = _home(tmp_path / "home")
-    assert pipeline("ingest", str(home), "--db", str(wh)).returncode == 0
+    ingest_here(home, wh)
     files = publish.Files(wh)
     inode = wh.stat().st_ino
     session(home, "S-new", lines=6)  # one eighth more
     preview = ingest.preview(wh, [home])
     assert preview.report is None and preview.small and 0 < preview.new_bytes < preview.stored_bytes / 4
-    done = pipeline("ingest", str(home), "--db", str(wh))
-    assert done.returncode == 0, done.stderr
+    ingest_here(home, wh)
     assert wh.stat().st_ino == inode  # written where it is, not renamed onto
     assert not files.work.exists() and not files.db_wal.exists() and not files.work_copy.exists()
     assert json.loads(files.state.read_text()) == {"db": publish.identity(wh), "work": None}
@@ -49,18 +55,18 @@ def test_a_small_ingest_writes_the_published_file_and_makes_no_copy(tmp_path: Pa
 def test_a_large_ingest_still_works_on_a_copy(tmp_path: Path) -> None:
     wh = tmp_path / "w.duckdb"
     home = _home(tmp_path / "home", n=2)
-    assert pipeline("ingest", str(home), "--db", str(wh)).returncode == 0
+    ingest_here(home, wh)
     inode = wh.stat().st_ino
     _home(tmp_path / "home", n=4)  # twice as much
     assert not ingest.preview(wh, [home]).small
-    assert pipeline("ingest", str(home), "--db", str(wh)).returncode == 0
+    ingest_here(home, wh)
     assert wh.stat().st_ino != inode and _published(wh) == (4, 24)
 
 
 def test_a_reader_holding_the_file_is_left_its_view_and_the_writer_copies(tmp_path: Path) -> None:
     wh = tmp_path / "w.duckdb"
     home = _home(tmp_path / "home")
-    assert pipeline("ingest", str(home), "--db", str(wh)).returncode == 0
+    ingest_here(home, wh)
     reader = subprocess.Popen([sys.executable, "-c", READER, str(wh)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)
     try:
@@ -69,8 +75,7 @@ def test_a_reader_holding_the_file_is_left_its_view_and_the_writer_copies(tmp_pa
         reader.stdin.flush()
         assert reader.stdout.readline().strip() == "8"
         session(home, "S-new")
-        done = pipeline("ingest", str(home), "--db", str(wh), "--wait", "0")
-        assert done.returncode == 0, done.stderr
+        ingest_here(home, wh, "--wait", "0")
         reader.stdin.write("SELECT count(*) FROM sessions\n")
         reader.stdin.flush()
         assert reader.stdout.readline().strip() == "8"  # its old view, never locked out
@@ -83,7 +88,7 @@ def test_a_reader_holding_the_file_is_left_its_view_and_the_writer_copies(tmp_pa
 def test_a_reader_that_comes_between_the_look_and_the_open_keeps_the_file(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     wh = tmp_path / "w.duckdb"
-    assert pipeline("ingest", str(_home(tmp_path / "home")), "--db", str(wh)).returncode == 0
+    ingest_here(_home(tmp_path / "home"), wh)
     reader = subprocess.Popen([sys.executable, "-c", READER, str(wh)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)
     try:
@@ -107,7 +112,7 @@ def test_a_reader_that_comes_between_the_look_and_the_open_keeps_the_file(tmp_pa
 
 def test_a_reader_that_starts_during_a_write_in_place_waits_for_it(tmp_path: Path) -> None:
     wh = tmp_path / "w.duckdb"
-    assert pipeline("ingest", str(_home(tmp_path / "home")), "--db", str(wh)).returncode == 0
+    ingest_here(_home(tmp_path / "home"), wh)
     with db.write_session(wh, in_place=True) as writer, db.writing(wh) as con:
         assert writer.in_place
         con.execute("INSERT INTO runs (run_id, status) VALUES ('r', 'done')")
@@ -121,18 +126,19 @@ def test_a_reader_that_starts_during_a_write_in_place_waits_for_it(tmp_path: Pat
 
 
 @pytest.mark.parametrize("step", ["inplace:writing", "ingest:group-committed"])
-def test_killed_while_writing_in_place_then_run_again(tmp_path: Path, step: str) -> None:
+def test_killed_while_writing_in_place_then_run_again(tmp_path: Path, step: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     wh = tmp_path / "w.duckdb"
     home = _home(tmp_path / "home")
-    assert pipeline("ingest", str(home), "--db", str(wh)).returncode == 0
+    ingest_here(home, wh)
     session(home, "S-new", lines=6)
     crashed = pipeline("ingest", str(home), "--db", str(wh), crash_at=step)
     assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
     # Readers meanwhile see what DuckDB committed: nothing of the ingest, or its whole group.
     assert _published(wh) == ((8, 48) if step == "inplace:writing" else (9, 54))
-    again = pipeline("ingest", str(home), "--db", str(wh))
-    assert again.returncode == 0, again.stderr
-    assert "starting again" not in again.stderr  # the killed write in place is taken as published, silently
+    capsys.readouterr()
+    ingest_here(home, wh)
+    assert "starting again" not in capsys.readouterr().err  # the killed write in place is taken as published, silently
     assert _published(wh) == (9, 54)
     assert count(wh, "SELECT count(*) FROM lines WHERE session_id = 'S-new'") == 6
     # and a writer after it starts from the file as it is, the file left by the kill included
