@@ -95,7 +95,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     report = preview.report
     if report is None:
         with db.writing(args.db, wait=args.wait, in_place=preview.small) as con:
-            report = ingest.ingest(con, args.paths, progress=not args.json)
+            report = ingest.ingest(con, args.paths, progress=not args.json, found=preview)
             rates.store_after_ingest(con, report.warnings)
     for warning in report.warnings:
         sys.stderr.write(f"warning: {warning}\n")

@@ -738,10 +738,17 @@ def ingest(
     paths: Sequence[str | os.PathLike[str]],
     *,
     progress: bool = False,
+    found: Preview | None = None,
 ) -> IngestReport:
-    """Ingest every transcript under `paths` into an open read-write warehouse connection."""
+    """Ingest every transcript under `paths` into an open read-write warehouse connection. `found`, a
+    preview of the same paths just made, spares walking the folders again (a file that appears in
+    between is read by the next ingest)."""
     report = IngestReport()
-    files = discover(paths, report.warnings)
+    if found is not None and found.files is not None:
+        files = found.files
+        report.warnings.extend(found.notes)
+    else:
+        files = discover(paths, report.warnings)
     with memory.bounded(con), background_writeback(_file_of(con)):
         _run(con, files, report, progress)
     report.files.sort(key=lambda f: f.path)
@@ -755,6 +762,8 @@ class Preview:
     report: IngestReport | None  # the whole report when the ingest would change nothing, else None
     new_bytes: int = 0  # bytes of transcript it would read: new files, and what known ones grew by
     stored_bytes: int = 0  # bytes of transcript the warehouse holds already
+    files: list[Path] | None = None  # the files found under the paths (`discover`)
+    notes: list[str] = field(default_factory=list)  # and what finding them had to say
 
     @property
     def small(self) -> bool:
@@ -783,12 +792,14 @@ def preview(db_file: str | Path | None, paths: Sequence[str | os.PathLike[str]])
 
     report = IngestReport()
     files = discover(paths, report.warnings)
+    notes = list(report.warnings)
     try:
         with db.reading(db_file) as con:
             planner = Ingester(con)
             stored = planner._load_known()
             grown = Preview(None, new_bytes=_growth(files, stored),
-                            stored_bytes=int(con.execute("SELECT coalesce(sum(size_bytes), 0) FROM sessions").fetchone()[0]))
+                            stored_bytes=int(con.execute("SELECT coalesce(sum(size_bytes), 0) FROM sessions").fetchone()[0]),
+                            files=files, notes=notes)
             if any(str(f) not in stored for f in files):
                 return grown  # a new file: only the write path reads its head (up to 8 MB), not both
             todo = planner.plan(files, report)
@@ -803,7 +814,7 @@ def preview(db_file: str | Path | None, paths: Sequence[str | os.PathLike[str]])
                 report.files.append(result)
                 report.warnings.append(_held_back(str(path), held))
     except (PipelineError, duckdb.Error, OSError):
-        return Preview(None)
+        return Preview(None, files=files, notes=notes)
     if report.errors:
         return grown
     report.files.sort(key=lambda f: f.path)
