@@ -4,8 +4,8 @@ DuckDB allows one process writing a database file or any number reading it, neve
 warehouse is two files (`pipeline.warehouse.publish` has the whole protocol):
 
 * `--db` (`data/warehouse.duckdb`), the *published* file: what analysts, `pipeline sql`,
-  `sessions`, `search`, `read` and notebooks open, always read-only. Only a small `pipeline ingest`
-  that finds nobody else on it writes it itself ("in place", `pipeline.warehouse.publish`); a reader
+  `sessions`, `search`, `read` and notebooks open, always read-only. Only a small write (an ingest
+  of little, a reviewer's decision) that finds nobody else on it writes it itself ("in place", `pipeline.warehouse.publish`); a reader
   that opens it during those seconds waits, and an open read-only connection never stops anything.
 * `<db>.work`, the *working* file: only the process holding the write lock opens it. A writing
   command (`ingest`, `apply`, `tasks confirm|reject|done`, `import-calls`, the nightly driver) runs

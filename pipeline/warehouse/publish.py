@@ -46,8 +46,9 @@ Crash points, and what the next writing command does about them:
 
 In place, for a small write. The copy costs time in proportion to the whole warehouse (2.4 s of a
 5.6 s re-ingest that added 8 % to a 1.3 GB warehouse), whatever the write adds. So a writer that
-adds little (`pipeline ingest` when the new transcripts are at most a quarter of what is stored)
-and finds no other process holding the published file writes that file itself, through DuckDB's own
+adds little (`pipeline ingest` when the new transcripts are at most a quarter of what is stored; a
+reviewer's `tasks` or `memories` decision) and finds no other process holding the published file
+writes that file itself, through DuckDB's own
 transactions and write-ahead log, and no working file is made (`prepare(..., in_place=True)`
 returns IN_PLACE). What DuckDB guarantees stands in for the rename: every transaction lands whole or
 not at all, also after `kill -9` (a read-only open replays what was committed). What it costs:

@@ -147,3 +147,26 @@ def test_killed_while_writing_in_place_then_run_again(tmp_path: Path, step: str,
     files = publish.Files(wh)
     assert not files.db_wal.exists() and not files.work.exists()
     assert _published(wh) == (9, 54) and count(wh, "SELECT count(*) FROM runs") == 1
+
+
+def test_a_reviewers_decision_asks_for_a_write_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tasks confirm|reject|done` and `memories keep|drop` write one row: they ask for the write in place."""
+    from pipeline.cli.main import main
+    from pipeline.errors import PipelineError
+
+    asked: list[bool] = []
+    real = db.write_session
+
+    def recording(*args: object, **kwargs: object) -> object:
+        asked.append(kwargs.get("in_place", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(db, "write_session", recording)
+    wh = tmp_path / "w.duckdb"
+    ingest_here(_home(tmp_path / "home", n=1), wh)
+    for argv in (["tasks", "confirm", "task-0000000000"], ["memories", "keep", "mem-0000000000"]):
+        try:
+            main([*argv, "--db", str(wh), "--corpus", str(tmp_path / "corpus")])
+        except PipelineError:
+            pass  # no such task or memory: what matters is how the session was asked for
+    assert asked[-2:] == [True, True]
