@@ -631,6 +631,8 @@ def drop_copied_responses(con: duckdb.DuckDBPyConnection, session_ids: list[str]
 _PROMPT_PATHS = (*prompt_rules.CLAUDE_HEADER_PATHS, "$.uuid")
 _PROMPT_PATHS_SQL = ", ".join(f"'{p}'" for p in _PROMPT_PATHS)
 _PROMPT_HEADER = [f"v[{i}]" for i in range(1, len(prompt_rules.CLAUDE_HEADER_PATHS) + 1)]
+# Up to this many prompt uuids a parent's lines are searched for one by one; beyond, every line is parsed.
+_UUIDS_SEARCHED = 16
 
 
 def drop_copied_prompts(con: duckdb.DuckDBPyConnection, session_ids: list[str]) -> None:
@@ -660,13 +662,20 @@ def drop_copied_prompts(con: duckdb.DuckDBPyConnection, session_ids: list[str]) 
                 WHERE v[1] = 'user' AND {prompt_rules.claude_prompt("text", _PROMPT_HEADER)}
             ), pl AS MATERIALIZED (
                 SELECT session_id, text FROM lines WHERE session_id IN (SELECT unnest(?::VARCHAR[]))
+            ), wanted AS (
+                SELECT parent_session_id AS session_id, count(DISTINCT uuid) AS n FROM k GROUP BY 1
             ), candidates AS (
                 -- a parent line can carry one of those uuids only if it spells it, or spells something with
-                -- a \\u escape: only these are parsed (parsing every parent line was a sixth of an ingest)
+                -- a \\u escape: only these are parsed (parsing every parent line was a sixth of an ingest).
+                -- A parent wanted for many uuids (a compaction copies them all) has every line parsed, once,
+                -- rather than each line searched for each uuid.
                 SELECT DISTINCT pl.session_id, pl.text
-                FROM pl JOIN k ON k.parent_session_id = pl.session_id AND contains(pl.text, k.uuid)
-                UNION
-                SELECT session_id, text FROM pl WHERE contains(text, '\\u')
+                FROM pl JOIN wanted w ON w.session_id = pl.session_id AND w.n <= {_UUIDS_SEARCHED}
+                JOIN k ON k.parent_session_id = pl.session_id AND contains(pl.text, k.uuid)
+                UNION ALL
+                SELECT pl.session_id, pl.text
+                FROM pl JOIN wanted w ON w.session_id = pl.session_id
+                WHERE w.n > {_UUIDS_SEARCHED} OR contains(pl.text, '\\u')
             ), pu AS (
                 SELECT DISTINCT session_id, v[2] AS uuid
                 FROM (SELECT session_id, TRY(json_extract_string(text, ['$.type', '$.uuid'])) AS v FROM candidates)

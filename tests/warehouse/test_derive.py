@@ -357,10 +357,14 @@ def _claude_line(draw: st.DrawFn) -> str:
     return body[:-1] + ', "uuid": ' + uuid_json + "}"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize("searched", [16, 1])  # the parent's lines searched uuid by uuid, or all parsed
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(parent=st.lists(_claude_line(), max_size=8), subs=st.lists(st.lists(_claude_line(), max_size=6), min_size=1, max_size=3))
-def test_copied_prompts_match_their_twin_that_parses_every_line(tmp_path: Path, parent: list[str], subs: list[list[str]]) -> None:
+def test_copied_prompts_match_their_twin_that_parses_every_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, searched: int,
+                                                                parent: list[str], subs: list[list[str]]) -> None:
     from pipeline.warehouse import prompt_rules
+
+    monkeypatch.setattr(derive, "_UUIDS_SEARCHED", searched)
 
     with db.opened(tmp_path / "w.duckdb") as con:  # one warehouse for every example, emptied first
         con.execute("DELETE FROM lines")
