@@ -345,10 +345,10 @@ def _spelled(value: str, escape: list[bool]) -> str:
 def _claude_line(draw: st.DrawFn) -> str:
     if draw(st.integers(0, 9)) == 0:
         return draw(st.sampled_from(["not json", "{", '"user"', "[1]"]))
-    kind = draw(st.sampled_from(["user", "user", "assistant", "system"]))
+    kind = draw(st.sampled_from(["user", "user", "user", "assistant", "system"]))
     uuid = draw(_UUIDS)
     content = draw(st.one_of(
-        st.sampled_from(["fix the build", "<command-name>/clear</command-name>", "Caveat: the messages below", ""]),
+        st.sampled_from(["fix the build", "and the docs", "<command-name>/clear</command-name>", "Caveat: the messages below", ""]),
         st.just([{"type": "tool_result", "tool_use_id": "t", "content": "ok u-1"}]),
         st.just([{"type": "text", "text": "and the tests"}]),
     ))
@@ -358,13 +358,18 @@ def _claude_line(draw: st.DrawFn) -> str:
 
 
 @pytest.mark.parametrize("searched", [16, 1])  # the parent's lines searched uuid by uuid, or all parsed
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(parent=st.lists(_claude_line(), max_size=8), subs=st.lists(st.lists(_claude_line(), max_size=6), min_size=1, max_size=3))
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parent=st.lists(_claude_line(), max_size=8), subs=st.lists(st.lists(_claude_line(), max_size=6), min_size=1, max_size=3),
+       copied=st.lists(st.integers(0, 7), max_size=4))
 def test_copied_prompts_match_their_twin_that_parses_every_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, searched: int,
-                                                                parent: list[str], subs: list[list[str]]) -> None:
+                                                                parent: list[str], subs: list[list[str]], copied: list[int]) -> None:
     from pipeline.warehouse import prompt_rules
 
     monkeypatch.setattr(derive, "_UUIDS_SEARCHED", searched)
+    # the first subagent copies some of its parent's lines, written plainly where the parent escaped them
+    for i in copied:
+        if i < len(parent) and parent[i].startswith('{"'):  # not the broken line "{"
+            subs[0].append(json.dumps(json.loads(parent[i]), ensure_ascii=False))
 
     with db.opened(tmp_path / "w.duckdb") as con:  # one warehouse for every example, emptied first
         con.execute("DELETE FROM lines")
