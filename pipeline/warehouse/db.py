@@ -117,7 +117,7 @@ def _wait_in_place(attach: Callable[[], None], path: Path) -> None:
     """Attach; while the file is locked by a pipeline command writing it in place, wait and try again,
     telling the user once. Any other lock (a program that opened the warehouse for writing itself) is
     reported at once, as before."""
-    files = publishing.Files(path)
+    files = publishing.Files(_key(path))  # the writer's lock sits beside the real file, whatever link names it
     deadline = 0.0
     while True:
         try:

@@ -110,14 +110,19 @@ def test_a_reader_that_comes_between_the_look_and_the_open_keeps_the_file(tmp_pa
         reader.wait()
 
 
-def test_a_reader_that_starts_during_a_write_in_place_waits_for_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("through_a_link", [False, True])
+def test_a_reader_that_starts_during_a_write_in_place_waits_for_it(tmp_path: Path, through_a_link: bool) -> None:
     wh = tmp_path / "w.duckdb"
     ingest_here(_home(tmp_path / "home"), wh)
+    named = wh
+    if through_a_link:  # the reader names the warehouse by a link: it still finds the writer's lock
+        named = tmp_path / "link.duckdb"
+        named.symlink_to(wh)
     with db.write_session(wh, in_place=True) as writer, db.writing(wh) as con:
         assert writer.in_place
         con.execute("INSERT INTO runs (run_id, status) VALUES ('r', 'done')")
         reader = subprocess.Popen([sys.executable, "-m", "pipeline", "sql", "SELECT count(*) AS n FROM runs",
-                                   "--db", str(wh), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                   "--db", str(named), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(1.5)
         assert reader.poll() is None  # waiting, not failed
     out, err = reader.communicate(timeout=60)
