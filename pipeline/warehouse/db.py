@@ -5,8 +5,9 @@ warehouse is two files (`pipeline.warehouse.publish` has the whole protocol):
 
 * `--db` (`data/warehouse.duckdb`), the *published* file: what analysts, `pipeline sql`,
   `sessions`, `search`, `read` and notebooks open, always read-only. Only a small write (an ingest
-  of little, a reviewer's decision) that finds nobody else on it writes it itself ("in place", `pipeline.warehouse.publish`); a reader
-  that opens it during those seconds waits, and an open read-only connection never stops anything.
+  of little, a reviewer's decision) that finds nobody else on it writes it itself ("in place",
+  `pipeline.warehouse.publish`); a reader that opens it during those seconds waits, and an open
+  read-only connection never stops anything.
 * `<db>.work`, the *working* file: only the process holding the write lock opens it. A writing
   command (`ingest`, `apply`, `tasks confirm|reject|done`, `import-calls`, the nightly driver) runs
   inside `write_session()`: take the write lock (`<db>.write.lock`; wait for it up to `--wait`

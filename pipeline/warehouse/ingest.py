@@ -797,8 +797,9 @@ def preview(db_file: str | Path | None, paths: Sequence[str | os.PathLike[str]])
         with db.reading(db_file) as con:
             planner = Ingester(con)
             stored = planner._load_known()
-            total = con.execute("SELECT coalesce(sum(size_bytes), 0) FROM sessions").fetchall()[0][0]
-            grown = Preview(None, new_bytes=_growth(files, stored), stored_bytes=int(total), files=files, notes=notes)
+            # what every stored session was read to, once each (`stored` also keys some under a second path)
+            total = sum({k["session_id"]: k["size_bytes"] or 0 for k in stored.values()}.values())
+            grown = Preview(None, new_bytes=_growth(files, stored), stored_bytes=total, files=files, notes=notes)
             if any(str(f) not in stored for f in files):
                 return grown  # a new file: only the write path reads its head (up to 8 MB), not both
             todo = planner.plan(files, report)

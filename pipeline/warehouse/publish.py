@@ -259,21 +259,31 @@ def read_write_holder(db: Path) -> str | None:
     return _probe_by_opening(db)
 
 
-def _write_lock_holder(db: Path) -> tuple[str, int] | bool | None:
-    """(program, pid) of the process whose lock stops a read lock on `db`, False when none does,
-    None when it cannot be asked. Locks of this process never conflict with it, as DuckDB's own
-    open in this process would not."""
+def _lock_probe(db: Path, kind: int) -> tuple[int, int] | None:
+    """(lock type, pid) of another process's lock on `db` that a lock of `kind` would conflict with
+    (F_UNLCK when none would), asked with F_GETLK; None when it cannot be asked. Locks of this process
+    never conflict, as DuckDB's own open in this process would not."""
     try:
         fd = os.open(db, os.O_RDONLY)
     except OSError:
         return None
     try:
-        probe = struct.pack(_FLOCK, fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0)
-        kind, _, _, _, pid = struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, probe))
+        probe = struct.pack(_FLOCK, kind, os.SEEK_SET, 0, 0, 0)
+        found, _, _, _, pid = struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, probe))
     except OSError:
         return None
     finally:
         os.close(fd)
+    return found, pid
+
+
+def _write_lock_holder(db: Path) -> tuple[str, int] | bool | None:
+    """(program, pid) of the process whose lock stops a read lock on `db`, False when none does,
+    None when it cannot be asked."""
+    held = _lock_probe(db, fcntl.F_RDLCK)
+    if held is None:
+        return None
+    kind, pid = held
     if kind == fcntl.F_UNLCK:
         return False
     try:
@@ -288,18 +298,8 @@ def held_by_another_process(db: Path) -> bool:
     True also when that cannot be asked (not Linux, an unreadable file): the caller then copies."""
     if not sys.platform.startswith("linux"):
         return True
-    try:
-        fd = os.open(db, os.O_RDONLY)
-    except OSError:
-        return True
-    try:
-        probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
-        kind = struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, probe))[0]
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return kind != fcntl.F_UNLCK
+    held = _lock_probe(db, fcntl.F_WRLCK)  # a write probe: readers' shared locks conflict with it too
+    return held is None or held[0] != fcntl.F_UNLCK
 
 
 def _probe_by_opening(db: Path) -> str | None:

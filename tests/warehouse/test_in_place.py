@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.faults import CRASH_EXIT_CODE
 from pipeline.warehouse import db, ingest, publish
-from tests.warehouse.test_publish import READER, count, pipeline, session
+from tests.warehouse.test_publish import count, held_open, pipeline, session
 
 
 def _home(folder: Path, n: int = 8) -> Path:
@@ -67,47 +67,27 @@ def test_a_reader_holding_the_file_is_left_its_view_and_the_writer_copies(tmp_pa
     wh = tmp_path / "w.duckdb"
     home = _home(tmp_path / "home")
     ingest_here(home, wh)
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(wh)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
-    try:
-        assert reader.stdin and reader.stdout
-        reader.stdin.write("SELECT count(*) FROM sessions\n")
-        reader.stdin.flush()
-        assert reader.stdout.readline().strip() == "8"
+    with held_open(wh) as ask:
+        assert ask("SELECT count(*) FROM sessions") == "8"
         session(home, "S-new")
         ingest_here(home, wh, "--wait", "0")
-        reader.stdin.write("SELECT count(*) FROM sessions\n")
-        reader.stdin.flush()
-        assert reader.stdout.readline().strip() == "8"  # its old view, never locked out
+        assert ask("SELECT count(*) FROM sessions") == "8"  # its old view, never locked out
         assert count(wh, "SELECT count(*) FROM sessions") == 9
-    finally:
-        reader.kill()
-        reader.wait()
 
 
 def test_a_reader_that_comes_between_the_look_and_the_open_keeps_the_file(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     wh = tmp_path / "w.duckdb"
     ingest_here(_home(tmp_path / "home"), wh)
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(wh)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
-    try:
-        assert reader.stdin and reader.stdout
-        reader.stdin.write("SELECT count(*) FROM sessions\n")
-        reader.stdin.flush()
-        assert reader.stdout.readline().strip() == "8"
+    with held_open(wh) as ask:
+        assert ask("SELECT count(*) FROM sessions") == "8"
         # the reader opened after `prepare` looked: the writer's own open is the first to find it
         monkeypatch.setattr(publish, "held_by_another_process", lambda _db: False)
         with db.write_session(wh, in_place=True) as session_, db.writing(wh) as con:
             assert not session_.in_place and session_.copy_method
             con.execute("INSERT INTO runs (run_id, status) VALUES ('r', 'done')")
-        reader.stdin.write("SELECT count(*) FROM runs\n")
-        reader.stdin.flush()
-        assert reader.stdout.readline().strip() == "0"
+        assert ask("SELECT count(*) FROM runs") == "0"
         assert count(wh, "SELECT count(*) FROM runs") == 1
-    finally:
-        reader.kill()
-        reader.wait()
 
 
 @pytest.mark.parametrize("through_a_link", [False, True])

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -22,6 +24,26 @@ con = duckdb.connect(sys.argv[1], read_only=True)
 for line in sys.stdin:
     print(con.execute(line).fetchall()[0][0], flush=True)
 """
+
+
+@contextlib.contextmanager
+def held_open(wh: Path) -> Iterator[Callable[[str], str]]:
+    """Another process holding the warehouse open read-only; yields `ask(sql)`, its answer's first value."""
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(wh)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    assert reader.stdin and reader.stdout
+    stdin, stdout = reader.stdin, reader.stdout
+
+    def ask(sql: str) -> str:
+        stdin.write(sql + "\n")
+        stdin.flush()
+        return stdout.readline().strip()
+
+    try:
+        yield ask
+    finally:
+        reader.kill()
+        reader.wait()
 
 
 def session(folder: Path, sid: str, lines: int = 3) -> Path:
@@ -112,24 +134,14 @@ def test_an_open_reader_keeps_its_view_and_the_next_connection_sees_the_new_stat
         from pipeline.warehouse import ingest
 
         ingest.ingest(con, [tmp_path / "a"])
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(wh)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
-    try:
-        assert reader.stdin and reader.stdout
-        reader.stdin.write("SELECT count(*) FROM sessions\n")
-        reader.stdin.flush()
-        assert reader.stdout.readline().strip() == "1"
+    with held_open(wh) as ask:
+        assert ask("SELECT count(*) FROM sessions") == "1"
         session(tmp_path / "b", "S2")
         # The reader holds the published file all along: the writer neither waits nor fails.
         done = pipeline("ingest", str(tmp_path / "b"), "--db", str(wh), "--wait", "0")
         assert done.returncode == 0, done.stderr
-        reader.stdin.write("SELECT count(*) FROM sessions\n")
-        reader.stdin.flush()
-        assert reader.stdout.readline().strip() == "1"  # its consistent old view
+        assert ask("SELECT count(*) FROM sessions") == "1"  # its consistent old view
         assert count(wh, "SELECT count(*) FROM sessions") == 2  # a new connection: the new state
-    finally:
-        reader.kill()
-        reader.wait()
 
 
 def test_first_use_of_a_warehouse_written_directly_with_its_wal(tmp_path: Path) -> None:
