@@ -63,6 +63,13 @@ its session (or, given project slugs, in a later session of the same project), b
   alphabetic scripts, compared on their first five letters, function words left out; CJK text counts
   through the Latin names it holds), or one besides the promised verb itself ("Dann fülle ich User
   Story … konkret aus" … "… konkret ausgefüllt");
+* **answered** (an agent's hand-off that ended its turn, waiting): the user's next message gives what
+  it waited for, a short go-ahead or report that the user's part is done in any of the eight
+  languages ("figlet is done", "Implement the plan.", "行，那你试一下1"; `promise_phrases.go_ahead`), or
+  the link it asked for, and the agent goes on. A longer reply, or a question, is the user turning
+  to something else ("lets go ahead and push this up …?"): the promise stays open. Commands the user
+  ran themselves, harness notices and images are not a reply, and an answer that asks again for what
+  the promise waits on keeps it open;
 * **taken up**: a later message of the same side comes back to the same work (it shares two terms
   with the promise) and promises it anew, and that new promise is seen kept: the first is kept with
   it. Agents restate a promise when they ask for what it waits on ("Danach finalize ich die
@@ -285,7 +292,7 @@ class CommitmentFinding:
     why: str = "english"  # which rule: english, deferral, handoff, sequencing, user-list
     items: tuple[str, ...] = ()  # for a user list: its items
     sentence: str = ""  # the whole sentence the promise was read from (the quote may be cut)
-    resolved_by: str | None = None  # which rule saw it done: english, report, edit, run, taken up
+    resolved_by: str | None = None  # which rule saw it done: english, report, edit, run, answered, taken up
 
     @property
     def actor(self) -> str:
@@ -675,6 +682,46 @@ def _resolution(
     return min(found, key=lambda d: (rank.get(d.session_id, -1), d.line_no))
 
 
+# What a user's message holds when the user did not write it to the agent: a command they ran
+# themselves and its output (`<bash-input>`, `<local-command-stdout>`), a harness notice, an image.
+_NOT_A_REPLY = re.compile(r"\A\s*(?:<[A-Za-z][\w-]*[\s>]|\[Image[\s:#])")
+_URL = re.compile(r"https?://\S")
+_ASKS_FOR_LINK = re.compile(r"\b(?:links?|urls?|enlaces?|liens?)\b|链接|鏈接|リンク|링크|ссылк", re.IGNORECASE)
+# Longer than this, a reply is about more than the go-ahead (a new request that says "go ahead").
+_SHORT_REPLY = 60
+
+
+def _answered(finding: CommitmentFinding, message: Message, later: Sequence[Message]) -> _Done | None:
+    """An agent's hand-off that ended its turn waiting, kept when the user's next message gives what it
+    waited for and the agent goes on: a short go-ahead or report that the user's part is done ("figlet
+    is done", "Implement the plan.", "行，那你试一下1"), or the link it asked for. Where the agent
+    answers is where the promise counts as kept. A longer reply, a question or a reply with neither is
+    no answer: the user went on to something else and the promise stays open."""
+    sid = message.session_id
+    reply = next((m for m in later if m.session_id == sid and m.role == "user" and m.is_prompt is not False
+                  and not _NOT_A_REPLY.match(m.text) and not relayed(m.text)), None)
+    if reply is None:
+        return None
+    acted = next((m for m in later if m.session_id == sid and m.role == "assistant" and m.line_no > reply.line_no), None)
+    if acted is None or _waits_again(acted.text):
+        return None
+    text = " ".join(reply.text.split())
+    if _ASKS_FOR_LINK.search(finding.sentence or finding.quote) and _URL.search(text):
+        return _Done(sid, acted.line_no, "answered")
+    asks = is_question(text) or text.rstrip().endswith("？")
+    if text and len(text) <= _SHORT_REPLY and not asks and pp.go_ahead(text):
+        return _Done(sid, acted.line_no, "answered")
+    return None
+
+
+def _waits_again(text: str) -> bool:
+    """The agent's answer asks again for what it waits on (a hand-off, or a request that ends in a
+    question): the go-ahead did not give it what it needed ("ja" … "Sobald du diese Punkte
+    beantwortest, aktualisiere ich …")."""
+    said = [s for part in spoken_parts(text) for s in prose_sentences(part)]
+    return any(pp.handoff(s) for s in said) or bool(said and (is_question(said[-1]) and pp.requests_action(said[-1])))
+
+
 def _later_in_project(
     message: Message, by_session: Mapping[str, list[Message]], slugs: Mapping[str, str | None]
 ) -> list[Message]:
@@ -762,6 +809,9 @@ def find_commitments(
                     continue  # the same promise said again in its session (a prompt sent twice)
                 seen_promises.add(said_before)
                 done = _resolution(finding, message, said[i + 1 :], written, sorted((runs or {}).get(sid, ())))
+                if (done is None and finding.actor == "agent" and finding.why in ("handoff", "sequencing")
+                        and turn.last and not turn.tools_after):
+                    done = _answered(finding, message, said[i + 1 :])
                 if done is None and slugs:
                     done = _resolution(finding, message, _later_in_project(message, by_session, slugs), ())
                 fresh_news = done is not None and done.line_no >= new_from.get(done.session_id, 1)

@@ -38,6 +38,7 @@ __all__ = [
     "after_done",
     "deferral",
     "first_person_future",
+    "go_ahead",
     "handoff",
     "hypothetical",
     "immediate",
@@ -382,3 +383,32 @@ def reports_done(sentence: str) -> bool:
     """The sentence says work was done (a completion word of any of the eight languages), and nothing
     in it says the work is not done yet. A question or a future is the caller's to rule out."""
     return bool(_DONE.search(sentence)) and not _NOT_DONE.search(sentence)
+
+
+# -- the other party's go-ahead ---------------------------------------------------------------------
+# A short reply that gives the speaker what a hand-off waited for: the other party's part is done
+# ("figlet is done", "okay done", "完成了", "fertig"), or the speaker may go on ("yes", "go ahead",
+# "Implement the plan.", "行，那你试一下1", "네 진행해주세요"). Only a short reply counts (the caller
+# measures it): in a long one these words are about something else ("lets go ahead and push this up
+# … ?").
+_GO_AHEAD_WORDS = re.compile(
+    r"\b(?:done|finished|ready|complete|completed|ok|okay|k|yes|yep|yeah|yup|sure|go|proceed|continue|start|begin|"
+    r"implement|do it|run|try|retry|fine|sounds good|all set|installed|"
+    r"ja|fertig|erledigt|weiter|mach|passt|jawohl|los|"
+    r"s[ií]|listo|hecho|dale|vale|adelante|sigue|contin[uú]a|"
+    r"oui|fait|fini|pr[eê]t|vas-y|d['’]accord|"
+    r"sim|pronto|feito|pode|beleza|"
+    r"да|готово|сделал|сделано|ок|давай|продолжай)\b",
+    _I,
+)
+_GO_AHEAD_CJK = re.compile(
+    r"好|行|可以|完成|开始|開始|继续|繼續|执行|執行|试|試|没问题|沒問題|搞定|弄好|"
+    r"はい|完了|できた|できました|終わ|お願い|進めて|続けて|いいよ|いいです|"
+    r"네|예|좋아|좋습니다|완료|했어|했습니다|진행|계속|됐어|됐습니다"
+)
+
+
+def go_ahead(reply: str) -> bool:
+    """The reply says the other party's part is done, or that the speaker may go on (any of the eight
+    languages). The caller keeps it to short replies that ask nothing."""
+    return bool(_GO_AHEAD_WORDS.search(reply) or _GO_AHEAD_CJK.search(reply))

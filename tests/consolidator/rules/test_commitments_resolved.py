@@ -240,3 +240,79 @@ def test_a_placeholder_ends_the_named_command() -> None:
 ])
 def test_what_names_no_command(promise: str) -> None:
     assert only(_with_runs(promise, [(6, "pytest -q config.yaml")])).resolved_at is None
+
+
+# -- answered: the user's next message gives what a hand-off waited for -----------------------------------
+def _answered(promise: str, reply: str, answer: str | None = "On it.", *, before: Sequence[str] = ()) -> CommitmentFinding:
+    """The promise ends the agent's turn (line 3); `before` are messages the harness puts in the user's
+    name first (lines 5, 7, …), then the user's reply, then the agent's `answer` (if any)."""
+    said = [Message("s1", 1, "user", PROMPT, is_prompt=True), Message("s1", 3, "assistant", promise)]
+    line = 5
+    for text in (*before, reply):
+        said.append(Message("s1", line, "user", text, is_prompt=True))
+        line += 2
+    if answer is not None:
+        said.append(Message("s1", line, "assistant", answer))
+    return only(find_commitments(said))
+
+
+@pytest.mark.parametrize(("promise", "reply"), [
+    ("Once the cable is in, tell me and I'll start the container.", "okay done"),
+    ("Install figlet first; once that's done, let me know and I'll generate a few banners.", "figlet is done"),
+    ("When you're ready, switch me out of plan mode and I'll write the plan file.", "Implement the plan."),
+    ("Sobald du die Preise schickst, aktualisiere ich die Preisliste.", "fertig, mach weiter"),
+    ("Cuando me envíes los datos, prepararé el informe mensual de ventas.", "listo, ya te los mandé"),
+    ("你装好驱动以后告诉我，我就重新跑一遍测试。", "好了，装好了"),
+    ("드라이버 설치가 끝나면 알려주세요. 그러면 테스트를 다시 실행할게요.", "네 완료했어요"),
+])
+def test_a_short_go_ahead_answers_a_hand_off(promise: str, reply: str) -> None:
+    finding = _answered(promise, reply)
+    assert finding.why in ("handoff", "sequencing")
+    assert (finding.resolved_at, finding.resolved_by) == (7, "answered")
+
+
+def test_the_link_it_asked_for_answers_it() -> None:
+    finding = _answered("Share the links and I'll compare them against what we have.",
+                        "https://example.invalid/a https://example.invalid/b these two, the second is older")
+    assert (finding.resolved_at, finding.resolved_by) == (7, "answered")
+    # a link the promise did not ask for is no answer
+    assert _answered("Once the cable is in, tell me and I'll start the container.",
+                     "see https://example.invalid/x about the cable, it is long and confusing").resolved_at is None
+
+
+def test_what_the_user_ran_themselves_is_not_the_reply() -> None:
+    echoes = ("<bash-input>sudo ip link set eth0 up</bash-input>", "<bash-stdout></bash-stdout>", "[Image #1]")
+    finding = _answered("Once those are done, tell me and I'll start the container.", "okay done", before=echoes)
+    assert (finding.resolved_at, finding.resolved_by) == (13, "answered")
+    # with no reply of the user's own, nothing was answered
+    assert _answered("Once those are done, tell me and I'll start the container.", echoes[0]).resolved_at is None
+
+
+@pytest.mark.parametrize(("promise", "reply", "answer"), [
+    # the user turned to something else: a long reply, or a question
+    ("Let me know once the scaffold exists and I'll pick up from there.",
+     "lets go ahead and push this up to our repo, it should be connected to coda", "Pushed."),
+    ("Let me know once the scaffold exists and I'll pick up from there.", "ok but which folder?", "The app folder."),
+    # no go-ahead in the reply
+    ("After it's done, come back here and I'll help you format the data partition.",
+     "now we need to move the download to the stick", "Copying it."),
+    # the agent asks again for what it waits on
+    ("Magst du die offenen Punkte nennen? Danach finalize ich die Spezifikation.", "ja",
+     "Sobald du diese Punkte beantwortest, aktualisiere ich die Spezifikation."),
+    # nobody answered before the session ended
+    ("Once the cable is in, tell me and I'll start the container.", "okay done", None),
+])
+def test_what_does_not_answer_it(promise: str, reply: str, answer: str | None) -> None:
+    assert _answered(promise, reply, answer).resolved_at is None
+
+
+def test_a_promise_that_waits_on_no_one_is_not_answered() -> None:
+    """A deferral waits on an event, not on the user: "ok" from the user does not keep it."""
+    finding = _answered("I'll open a follow-up PR to remove the compatibility shim once staging runs 4.2.", "ok")
+    assert finding.why not in ("handoff", "sequencing")
+    assert finding.resolved_at is None
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=61, max_size=200))
+def test_a_long_reply_never_answers(reply: str) -> None:
+    assert _answered("Once those are done, tell me and I'll start the container.", f"done {reply}").resolved_at is None
