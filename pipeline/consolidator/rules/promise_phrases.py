@@ -133,6 +133,9 @@ _OFFER = re.compile(
     rf"\b(?:I{_A}ll|I will)\s+(?:proceed|continue|go ahead|do it|do that|do so|help|take it from there|get started|"
     r"start|execute it|pivot|handle it|handle that|assist|adjust|look into it|take a look|dig in)\b[\s.!]*$|"
     r"如果你(?:愿意|願意|想|需要|要)|你(?:要|想)的话|你(?:要|想)的話|需要的话|需要的話|要不要|是否|我可以|可以吗|可以嗎|"
+    # "…, so that I can …" (这样我就能…): the reason for a question, what the speaker would then be
+    # able to do; "你把日志发给我，我就能定位问题" (no 这样) stays a hand-off
+    r"(?:这样|這樣|那样|那樣|以便|好让|好讓)[，,\s]*我(?:们|們)?(?:就|才|便)?(?:能|可以)|"
     r"よろしければ|必要であれば|必要なら|ご希望|しましょうか|しますか|できます|"
     r"원하시면|원하면|필요하시면|필요하면|할까요|드릴까요|수 있어요|수 있습니다|"
     r"\b(?:wenn|falls) (?:du|Sie) (?:möchtest|möchten|willst|wollen|magst|mögen|wünschst|wünschen)\b|\bsoll ich\b|"

@@ -81,6 +81,7 @@ def test_sequencing_after_a_request_at_the_end_of_a_turn() -> None:
         "If you approve this diff, I'll commit it.",  # a go-ahead, not a hand-off
         "Si tu valides, je lance la génération.",
         "如果你愿意，我可以继续把图标也换掉。",
+        "请告诉我你的部署环境，这样我就能给出最合适的配置了！",  # what the speaker would be able to do
         "Если хочешь, я добавлю ещё пример.",
         "よろしければ、続けて修正します。",
         "원하시면 다음 버전도 만들어 드릴게요.",
