@@ -13,7 +13,10 @@ and said plainly, with nothing added that the transcript does not show:
   permissions and worked, not permitted in the agent's sandbox;
 * `command timed out`: those commands ran into the tool call's time limit;
 * `ModuleNotFoundError: No module named 'x'`: the modules named are not installed for the Python
-  that ran.
+  that ran;
+* `zsh: no matches found: <word>`: the word holds characters zsh reads as a file pattern (a route
+  folder `(admin)`, `[id]`, an output template `%(title)s`), so it must be quoted; a later call that
+  worked with the word quoted is named.
 
 A folder that was not a repository and became one later in the batch (a `git` call worked there), or
 modules that a later call installed, are no finding at all (`outdated`): the memory would be out of
@@ -30,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from pipeline.consolidator.rules.tool_runs import ToolResult
-from pipeline.consolidator.rules.wording import listed
+from pipeline.consolidator.rules.wording import clip, listed
 
 __all__ = ["Failing", "outdated", "statement"]
 
@@ -178,6 +181,34 @@ def _installed_later(module: str, later: Sequence[ToolResult]) -> bool:
     return False
 
 
+# zsh's own words for a pattern that matched no file; the word it could not expand follows the colon
+_NO_MATCH_WORD = re.compile(r"no matches found: (\S+)")
+_GLOB_PAIRS = (("(", ")"), ("[", "]"), ("{", "}"))
+
+
+def _no_glob_match(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None],
+                   later: Sequence[ToolResult] = ()) -> str | None:
+    """zsh reads ( ), [ ], *, ? and ^ in an unquoted word as a file pattern and refuses to run the
+    command when no file matches it: a route folder such as `src/app/(admin)/page.tsx`, an output
+    template such as `%(title)s`. The remedy is in the error itself (quote the word); a later call that
+    worked with the word quoted is said as well."""
+    words = list(dict.fromkeys(w.rstrip(".,;") for occ in finding.occurrences.values() for _, quote in occ
+                               for w in _NO_MATCH_WORD.findall(quote)))
+    if not words:
+        return None
+    marks = [f"`{a}` `{b}`" for a, b in _GLOB_PAIRS if any(a in w and b in w for w in words)]
+    marks += [f"`{c}`" for c in "*?^" if any(c in w for w in words)]
+    if not marks:
+        return None
+    shown = listed([f"`{clip(w, 60)}`" for w in words[:2]])
+    quoted = [run for run in later if not run.is_error and run.exit_code in (None, 0) and run.has_result
+              and any(re.search(rf"""["'][^"'\s]*{re.escape(w)}""", run.command or "") for w in words)]
+    after = (f"; quoted, the same command worked ({quoted[0].session_id} line {quoted[0].call_line or quoted[0].line_no})"
+             if quoted else "")
+    return (f"quote words that hold {listed(marks)} in shell commands: `zsh` reads them as a file pattern and "
+            f"refuses the command when no file matches, as with {shown} ({where}){after}")
+
+
 Builder = Callable[[Failing, str, str, Mapping[str, str | None], Sequence[ToolResult]], "str | None"]
 _NO_MODULE = re.compile(r"ModuleNotFoundError|No module named", re.IGNORECASE)
 _CLASSES: tuple[tuple[re.Pattern[str], Builder], ...] = (
@@ -186,6 +217,7 @@ _CLASSES: tuple[tuple[re.Pattern[str], Builder], ...] = (
     (re.compile(r"Operation not permitted", re.IGNORECASE), _not_permitted),
     (re.compile(r"\bcommand timed out\b", re.IGNORECASE), _timed_out),
     (_NO_MODULE, _no_module),
+    (re.compile(r"no matches found: \S"), _no_glob_match),
 )
 
 

@@ -115,3 +115,20 @@ def test_refusals_of_unrelated_hosts_are_no_pattern_but_one_host_refusing_again_
     again = [fetch("a", 3, "https://api.example.org/v1/a"), fetch("b", 4, "https://api.example.org/v1/b")]
     [found] = find_error_patterns(again, ["a", "b"])
     assert found.missing == "host:api.example.org"
+
+
+def test_a_word_zsh_read_as_a_pattern_is_to_be_quoted() -> None:
+    runs = [failed(s, 3, f"sed -n '1,80p' src/app/(admin)/{page}/page.tsx",
+                   f"zsh:1: no matches found: src/app/(admin)/{page}/page.tsx") for s, page in (("a", "users"), ("b", "teams"))]
+    claim = claim_of(runs)
+    assert claim.startswith("In p, quote words that hold `(` `)` in shell commands: `zsh` reads them as a file pattern")
+    assert "`src/app/(admin)/users/page.tsx`" in claim and claim.endswith("(across sessions).")
+    # the same command with the word quoted, working next, is named
+    quoted = ToolResult("b", 5, "export default function Page() {}", is_error=False, exit_code=0, name="shell_command",
+                        tool_input={"command": "sed -n '1,80p' \"src/app/(admin)/teams/page.tsx\""}, call_id="b-5", call_line=4)
+    assert claim_of([*runs, quoted]).endswith("(across sessions); quoted, the same command worked (b line 4).")
+    # brackets and a yt-dlp output template
+    runs = [failed(s, 3, "yt-dlp -o %(title)s.%(ext)s URL", "zsh:1: no matches found: %(title)s.%(ext)s") for s in "ab"]
+    assert "`(` `)`" in claim_of(runs)
+    runs = [failed(s, 3, "cat app/[id]/page.tsx", "zsh:1: no matches found: app/[id]/page.tsx") for s in "ab"]
+    assert "`[` `]`" in claim_of(runs)
