@@ -190,8 +190,8 @@ def _no_glob_match(finding: Failing, commands: str, where: str, cwds: Mapping[st
                    later: Sequence[ToolResult] = ()) -> str | None:
     """zsh reads ( ), [ ], *, ? and ^ in an unquoted word as a file pattern and refuses to run the
     command when no file matches it: a route folder such as `src/app/(admin)/page.tsx`, an output
-    template such as `%(title)s`. The remedy is in the error itself (quote the word); a later call that
-    worked with the word quoted is said as well."""
+    template such as `%(title)s`. The remedy is in the error itself (quote the word); that a later call
+    worked with the word quoted is said as well (its line is in the evidence and the gist)."""
     words = list(dict.fromkeys(w.rstrip(".,;") for occ in finding.occurrences.values() for _, quote in occ
                                for w in _NO_MATCH_WORD.findall(quote)))
     if not words:
@@ -203,8 +203,7 @@ def _no_glob_match(finding: Failing, commands: str, where: str, cwds: Mapping[st
     shown = listed([f"`{clip(w, 60)}`" for w in words[:2]])
     quoted = [run for run in later if not run.is_error and run.exit_code in (None, 0) and run.has_result
               and any(re.search(rf"""["'][^"'\s]*{re.escape(w)}""", run.command or "") for w in words)]
-    after = (f"; quoted, the same command worked ({quoted[0].session_id} line {quoted[0].call_line or quoted[0].line_no})"
-             if quoted else "")
+    after = "; quoted, the same command worked" if quoted else ""
     return (f"quote words that hold {listed(marks)} in shell commands: `zsh` reads them as a file pattern and "
             f"refuses the command when no file matches, as with {shown} ({where}){after}")
 

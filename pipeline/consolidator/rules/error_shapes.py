@@ -670,16 +670,52 @@ def _what_worked(w: Workaround) -> str:
 _MISSING_PROGRAM = re.compile(r"not found|not recognized|no such file|cannot find|is not installed", re.IGNORECASE)
 
 
-def _remedy(w: Workaround, head: str) -> str | None:
-    """What to do, from the command that worked next; None when it says nothing a person can act on (a
-    different program on the same file is a way round only when the first one is missing: after a failed
-    patch, `gofmt` on the file is not a replacement for it)."""
+def _remedy(w: Workaround, head: str, after: Sequence[ToolResult] = (), *, one_program: bool = False) -> str | None:
+    """What to do, from the command that worked next; None when it says nothing a person can act on.
+    A different program on the same target is a way round only when it replaced the first: the first is
+    missing, or it never worked on that target again in the session (`rm -rf node_modules` refused by an
+    `rm` that is not the usual one, then `node -e "…rmSync('node_modules', …)"` each time). After a failed
+    edit or patch it never is: `gofmt` on the file is no replacement for the change, nor when the calls
+    that failed were of several programs (`one_program` false). `after` are the workaround's session's
+    calls after it."""
     what = clip(sh.summary(w.run.name or "", w.run.tool_input), 80)
+    inline = _INLINE_SCRIPT.search(w.run.command or "")
+    if what and " " not in what and inline:
+        # `node -e "require('fs').rmSync(…)"`: the script is the point, named by what it calls (the whole
+        # command is an evidence quote, which a claim never repeats)
+        calls = [c for c in re.findall(r"([A-Za-z_][\w.]*)\(", w.run.command or "") if c not in ("require", "import")]
+        what = f"{what} {inline.group(1)}` with `{calls[-1]}" if calls else f"{what} {inline.group(1)}"
     if w.how == "added" and w.added:
         return "run it again with " + ", ".join(f"`{clip(a, 60)}`" for a in w.added[:3]) + " (that worked next)"
-    if w.how == "same target" and what and _MISSING_PROGRAM.search(head):
+    if w.how == "same target" and what and (_MISSING_PROGRAM.search(head) or (one_program and _replaced(w, after))):
         return f"`{what}` worked next instead"
     return None
+
+
+# A program given its script on the command line (`node -e "…"`, `python3 -c "…"`): its name alone says nothing.
+_INLINE_SCRIPT = re.compile(r"^\s*\S+\s+(-e|-c|--eval|-Command)\s")
+
+# Tools that change a file's content: another program on the same file does not do what they failed to.
+_EDITS = frozenset({"apply_patch", "edit", "multiedit", "write", "notebookedit", "str_replace_editor"})
+
+
+def _replaced(w: Workaround, after: Sequence[ToolResult]) -> bool:
+    """The failed program did not work on the same target again in the session: the one that worked
+    took its place there."""
+    failed = w.after
+    if not failed.program or failed.program.lower() in _EDITS or (failed.name or "").lower() in _EDITS:
+        return False
+    if w.run.program.lower() == failed.program.lower():
+        return False  # another subcommand of the same tool (`git remote` after `git push`) replaces nothing
+    targets = {failed.target} if failed.target else set()
+    targets |= {word for seg in (failed.parsed.segments if failed.parsed else ()) for word in seg.operands if len(word) >= 4}
+    if not targets:
+        return False
+    for run in after:
+        if run.program == failed.program and not run.is_error and run.exit_code in (None, 0) and run.has_result \
+                and any(t in (run.command or "") for t in targets):
+            return False
+    return True
 
 
 def _command_counts(finding: PatternFinding, *, sudo: bool = False) -> list[tuple[str, int]]:
@@ -800,7 +836,10 @@ def pattern_candidate(
     # The claim says what to do when the transcript shows what worked next, and never pastes the error's
     # text (that stays in the gist and the evidence): a reviewer acts on a sentence, not on a log line.
     where = "across sessions" if finding.why == "sessions" else "repeatedly within a session"
-    remedy = _remedy(finding.workaround, finding.head) if finding.workaround is not None and finding.workaround.strong else None
+    fix = finding.workaround
+    after = [r for r in (by_session or {}).get(fix.run.session_id, ()) if (r.call_line or r.line_no) > (fix.run.call_line or fix.run.line_no)] \
+        if fix is not None else []
+    remedy = _remedy(fix, finding.head, after, one_program=len(programs) == 1) if fix is not None and fix.strong else None
     # A head that is a whole quoted line ("Verification timed out") would paste the evidence into the
     # claim, which the contract refuses; the claim then names the commands that failed instead.
     pasted = any(len(q.strip()) >= QUOTE_LEAK_MIN and q in finding.head for q in quotes)

@@ -126,7 +126,7 @@ def test_a_word_zsh_read_as_a_pattern_is_to_be_quoted() -> None:
     # the same command with the word quoted, working next, is named
     quoted = ToolResult("b", 5, "export default function Page() {}", is_error=False, exit_code=0, name="shell_command",
                         tool_input={"command": "sed -n '1,80p' \"src/app/(admin)/teams/page.tsx\""}, call_id="b-5", call_line=4)
-    assert claim_of([*runs, quoted]).endswith("(across sessions); quoted, the same command worked (b line 4).")
+    assert claim_of([*runs, quoted]).endswith("(across sessions); quoted, the same command worked.")
     # brackets and a yt-dlp output template
     runs = [failed(s, 3, "yt-dlp -o %(title)s.%(ext)s URL", "zsh:1: no matches found: %(title)s.%(ext)s") for s in "ab"]
     assert "`(` `)`" in claim_of(runs)

@@ -473,6 +473,12 @@ def test_twice_in_one_session_counts_when_something_else_worked() -> None:
     candidate = build_answer([*twice, fix], [], ["s1"])["candidates"][0]
     assert any("rmSync" in e["quote"] for e in candidate["evidence"])  # the workaround is evidence too
     assert "`node` on the same target" in candidate["gist"]
+    # rm never worked on the folder again: node took its place, and the claim says so by what it called
+    assert candidate["claim"] == ("When `rm` fails with Un-recognized argument (repeatedly within a session), "
+                                  "`node -e` with `rmSync` worked next instead.")
+    # an rm that worked on it later was not replaced: the claim says nothing of node
+    again = worked("s1", 9, "rm -r -f build/tmp", "")
+    assert "node" not in build_answer([*twice, fix, again], [], ["s1"])["candidates"][0]["claim"]
 
 
 def test_a_subagent_is_not_a_second_session() -> None:
