@@ -216,6 +216,11 @@ def _escalated_rerun(run: ToolResult, following: Sequence[ToolResult]) -> bool:
     return False
 
 
+# Claude Code's answer to a command it sent to the background (run_in_background, or a long command it
+# moved there), and Codex's to a session it left running.
+_BACKGROUND = re.compile(r"\s*(?:Command running in background with ID:|Process running with session ID)", re.IGNORECASE)
+
+
 def outcome(run: ToolResult, following: Sequence[ToolResult] = ()) -> Outcome:
     """("ok" | "failed" | "ignored", reason) for one run; `following` are the session's later runs."""
     text = run.text or ""
@@ -243,6 +248,10 @@ def outcome(run: ToolResult, following: Sequence[ToolResult] = ()) -> Outcome:
         return "failed", "status"
     if run.name in _POLLING and _STILL_RUNNING.search(text):
         return "ignored", "polling"
+    if _BACKGROUND.match(text):
+        # started, not finished: how it ended comes later, in a notice or an output file ("npm install"
+        # sent to the background, then failing with E401, is no install that worked)
+        return "ignored", "background"
     if run.parsed is not None and run.parsed.pipes_stderr and any(error_token_line(x) for x in run.body.split("\n")):
         return "failed", "piped"
     return "ok", ""

@@ -63,6 +63,10 @@ def test_a_silent_failure_has_no_error_text_and_colour_codes_are_not_text() -> N
         (bash("npm install 2>&1 | head -20", "npm warn x\nnpm error code ENOTEMPTY\nnpm error syscall rename"), ("failed", "piped")),
         (bash("npm install | head -20", "npm warn x\nadded 3 packages"), ("ok", "")),
         (bash("cat build.log", "npm error code E401"), ("ok", "")),
+        # started, not finished: how it ends comes later
+        (bash("npm install", "Command running in background with ID: bzb8c339g. Output is being written to: /tmp/x.output"),
+         ("ignored", "background")),
+        (bash("npm run dev", "Process running with session ID 41807\nChunk ID: 9f2\nOutput:\n> dev"), ("ignored", "background")),
         (ToolResult("s1", 3, "<retrieval_status>timeout</retrieval_status>\n<status>running</status>", is_error=True,
                     name="TaskOutput", tool_input={"task_id": "x"}), ("ignored", "polling")),
     ],
