@@ -80,7 +80,7 @@ from pipeline.consolidator.rules import shell_commands as sh
 from pipeline.consolidator.rules.error_claims import outdated, statement
 from pipeline.consolidator.rules.tool_runs import ANSI, Outcome, ToolResult, outcomes, output_body
 from pipeline.consolidator.rules.wording import clip, listed
-from pipeline.consolidator.rules.workarounds import Workaround, find_workaround, settings
+from pipeline.consolidator.rules.workarounds import LOOK_AHEAD, Workaround, find_workaround, settings
 
 __all__ = [
     "MAX_PATTERN_EVIDENCE",
@@ -819,6 +819,46 @@ def _common_folder(a: str, b: str) -> str:
     return a[:cut] if cut > 1 else ""
 
 
+_CHANGED_SINCE_READ = re.compile(r"modified since (?:it was )?read", re.IGNORECASE)
+
+
+def _stale_claim(finding: PatternFinding, where: str, by_session: Mapping[str, Sequence[ToolResult]]) -> str:
+    """What a reviewer acts on when edits keep being refused for a stale view of the files: which files,
+    what the refusal means, and the way round the transcript shows (the file deleted and added whole,
+    or written by another program), else the re-read before each edit that the refusal itself asks for."""
+    runs = [r for rs in finding.runs.values() for r in rs]
+    files = list(dict.fromkeys(_base_name(t) for r in runs if (t := (r.target or "").strip())))
+    tools = sorted({r.program if r.program in _EDIT_TOOLS else (r.name or r.program) for r in runs})
+    edits = f"`{tools[0]}`" if len(tools) == 1 and tools[0] else "edits"
+    named = listed([f"`{f}`" for f in files[:3]]) if files and len(files) <= 3 else ""
+    if _CHANGED_SINCE_READ.search(finding.head) or _CHANGED_SINCE_READ.search(finding.shape):
+        why = f"{named or 'the files'} changed between the agent's read and its edit"
+    else:
+        why = f"the text of {named or 'the files'} was not what the agent had last read"
+    fix = finding.workaround
+    if fix is not None and fix.strong and not _generic_recovery(fix):
+        if fix.how == "other operations":
+            # the delete and the add may be two calls: the add is looked for among the next few
+            start = fix.run.call_line or fix.run.line_no
+            nearby = [fix.run, *[r for r in by_session.get(fix.run.session_id, ())
+                                 if (r.call_line or r.line_no) > start][:LOOK_AHEAD]]
+            ops = {(op, _base_name(path)) for r in nearby if (patch := sh.patch_text(r.tool_input))
+                   for op, path in sh.patch_targets(patch)}
+            deleted = {f for op, f in ops if op == "Delete"}
+            if deleted & {f for op, f in ops if op == "Add"}:
+                return f"{edits} kept being refused because {why} ({where}); deleting the file and adding it whole worked"
+            if not deleted and any(op == "Add" for op, _ in ops):
+                return f"{edits} kept being refused because {why} ({where}); adding the file whole worked"
+            return f"{edits} kept being refused because {why} ({where}): read a file again right before editing it"
+        what = clip(sh.summary(fix.run.name or "", fix.run.tool_input), 60)
+        return f"{edits} kept being refused because {why} ({where}); writing the file with `{what}` worked"
+    return f"{edits} kept being refused because {why} ({where}): read a file again right before editing it"
+
+
+def _base_name(path: str) -> str:
+    return re.split(r"[\\/]", path.rstrip("/\\"))[-1] or path
+
+
 def pattern_candidate(
     finding: PatternFinding, slugs: Mapping[str, str | None], names: Mapping[str | None, str] | None = None,
     by_session: Mapping[str, Sequence[ToolResult]] | None = None, cwds: Mapping[str, str | None] | None = None,
@@ -869,7 +909,7 @@ def pattern_candidate(
     elif finding.stale:
         # why a project's files keep going stale is the project's (its editor, its encoding): evidence of
         # another project's stale edits is not linked to it
-        claim = f"In {_project(slugs, sessions, names)}, {claim}"
+        claim = f"In {_project(slugs, sessions, names)}, {_stale_claim(finding, where, by_session or {})}"
     claim = clip(claim + ".", MAX_CLAIM_CHARS)
     places = "; ".join(
         f"{sid} line{'s' if len(occ) > 1 else ''} {', '.join(str(n) for n, _ in occ)}"

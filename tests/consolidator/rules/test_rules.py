@@ -571,7 +571,9 @@ def test_a_stale_patch_recovered_by_re_reading_is_not_a_memory() -> None:
     [found] = find_error_patterns(again, ["s1", "s2"])
     assert found.stale and found.why == "sessions"
     [candidate] = build_answer(again, [], ["s1", "s2"], slugs={"s1": "site", "s2": "site"})["candidates"]
-    assert candidate["claim"].startswith("In site, ")
+    # what the refusal means and what to do, never the error's text as the claim
+    assert candidate["claim"] == ("In site, `apply_patch` kept being refused because the text of `PLAN.md` was not what "
+                                  "the agent had last read (across sessions): read a file again right before editing it.")
     edits = [edit_run("s1", n, "<tool_use_error>File has been modified since read, either by the user or by a linter. "
                       "Read it again before attempting to write it.</tool_use_error>", ok=False) for n in (3, 6, 9)]
     edits += [edit_run("s1", n, "<tool_use_error>String to replace not found in file.\nString: a</tool_use_error>", ok=False)
@@ -584,6 +586,22 @@ def test_a_stale_patch_got_round_another_way_is_still_a_pattern() -> None:
     rewrite = patch_run("s1", 16, "*** Delete File: docs/PLAN.md", "Success. Updated the following files:\nD docs/PLAN.md", ok=True)
     [found] = find_error_patterns([*runs, rewrite], ["s1"])
     assert found.workaround is not None and found.workaround.how == "other operations"
+    # the file deleted, then added whole in the next call: the way round the claim gives
+    add = patch_run("s1", 18, "*** Add File: docs/PLAN.md\n+step 4", "Success. Updated the following files:\nA docs/PLAN.md", ok=True)
+    [candidate] = build_answer([*runs, rewrite, add], [], ["s1"], slugs={"s1": "site"})["candidates"]
+    assert candidate["claim"].endswith("(repeatedly within a session); deleting the file and adding it whole worked.")
+    # deleted and never added back is no way round to recommend
+    [candidate] = build_answer([*runs, rewrite], [], ["s1"], slugs={"s1": "site"})["candidates"]
+    assert candidate["claim"].endswith(": read a file again right before editing it.")
+
+
+def test_edits_refused_because_the_file_changed_since_read_say_so() -> None:
+    refused = ("<tool_use_error>File has been modified since read, either by the user or by a linter. "
+               "Read it again before attempting to write it.</tool_use_error>")
+    runs = [edit_run(s, n, refused, ok=False) for s in ("s1", "s2") for n in (3, 6)]
+    [candidate] = build_answer(runs, [], ["s1", "s2"], slugs={"s1": "app", "s2": "app"})["candidates"]
+    assert candidate["claim"] == ("In app, `Edit` kept being refused because `budget.ts` changed between the agent's read "
+                                  "and its edit (across sessions): read a file again right before editing it.")
 
 
 def test_what_worked_next_names_the_part_that_fixed_it() -> None:
