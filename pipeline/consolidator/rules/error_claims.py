@@ -14,6 +14,8 @@ and said plainly, with nothing added that the transcript does not show:
 * `command timed out`: those commands ran into the tool call's time limit;
 * `ModuleNotFoundError: No module named 'x'`: the modules named are not installed for the Python
   that ran;
+* an error naming a file under Git for Windows' own folder (`C:/…/Programs/Git/x`): Git Bash rewrote a
+  path argument that looked like a POSIX path; paths are to start with `./`;
 * `zsh: no matches found: <word>`: the word holds characters zsh reads as a file pattern (a route
   folder `(admin)`, `[id]`, an output template `%(title)s`), so it must be quoted; a later call that
   worked with the word quoted is named.
@@ -208,6 +210,30 @@ def _no_glob_match(finding: Failing, commands: str, where: str, cwds: Mapping[st
             f"refuses the command when no file matches, as with {shown} ({where}){after}")
 
 
+# Git for Windows' own folder inside a path an error names: its shell (MSYS) rewrote an argument that
+# looked like a POSIX path into one under that folder before git saw it.
+_GIT_FOLDER = re.compile(r"(?<![\w/])([A-Za-z]:/(?:[^'\"\s:]*/)?(?:Programs/Git|Program Files/Git|Git)/)")
+
+
+def _msys_rewrote(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None],
+                  later: Sequence[ToolResult] = ()) -> str | None:
+    """Git Bash (MSYS) turns an argument that looks like an absolute POSIX path (`/x`, or `!/x` through
+    its leading part) into a Windows path under Git's own install folder, so the program looks for a file
+    that is not there (`pathspec '!C:/…/Programs/Git/!README.md' did not match any files`). The way
+    round is a path that does not start with `/`: `./!/README.md`. A later call that worked with such a
+    `./` path is said as well."""
+    folders = list(dict.fromkeys(m for occ in finding.occurrences.values() for _, quote in occ
+                                 for m in _GIT_FOLDER.findall(quote)))
+    if not folders:
+        return None
+    programs = {r.program.lower() for runs in finding.runs.values() for r in runs if r.program}
+    fixed = [run for run in later if run.program.lower() in programs and not run.is_error and run.exit_code in (None, 0)
+             and run.has_result and re.search(r"""(?:^|[\s'"=])\./""", run.command or "")]
+    after = "; with `./` in front, the same command worked" if fixed else ""
+    return (f"Git Bash rewrote path arguments into paths under Git's own folder (`{clip(folders[0], 70)}`), so {commands} "
+            f"found no such files ({where}): start such paths with `./`{after}")
+
+
 Builder = Callable[[Failing, str, str, Mapping[str, str | None], Sequence[ToolResult]], "str | None"]
 _NO_MODULE = re.compile(r"ModuleNotFoundError|No module named", re.IGNORECASE)
 _CLASSES: tuple[tuple[re.Pattern[str], Builder], ...] = (
@@ -229,4 +255,5 @@ def statement(finding: Failing, commands: str, where: str, cwds: Mapping[str, st
     for pattern, build in _CLASSES:
         if pattern.search(text):
             return build(finding, commands, where, cwds or {}, later)
-    return None
+    # a path the shell rewrote shows only in the quoted lines (the shape sets paths aside)
+    return _msys_rewrote(finding, commands, where, cwds or {}, later)

@@ -132,3 +132,18 @@ def test_a_word_zsh_read_as_a_pattern_is_to_be_quoted() -> None:
     assert "`(` `)`" in claim_of(runs)
     runs = [failed(s, 3, "cat app/[id]/page.tsx", "zsh:1: no matches found: app/[id]/page.tsx") for s in "ab"]
     assert "`[` `]`" in claim_of(runs)
+
+
+def test_a_path_git_bash_rewrote_is_to_start_with_dot_slash() -> None:
+    mangled = "fatal: pathspec '!C:/Users/ana/AppData/Local/Programs/Git/!{}.md' did not match any files"
+    runs = [failed(s, 3, f"git add \"!/!{name}.md\"", "Exit code 128\n" + mangled.format(name)) for s, name in (("a", "README"), ("b", "NOTES"))]
+    claim = claim_of(runs)
+    assert claim == ("In p, Git Bash rewrote path arguments into paths under Git's own folder "
+                     "(`C:/Users/ana/AppData/Local/Programs/Git/`), so `git add` found no such files (across sessions): "
+                     "start such paths with `./`.")
+    fixed = ToolResult("b", 5, "", is_error=False, exit_code=0, name="shell_command",
+                       tool_input={"command": "git add -- './!/!NOTES.md'"}, call_id="b-5", call_line=4)
+    assert claim_of([*runs, fixed]).endswith("start such paths with `./`; with `./` in front, the same command worked.")
+    # a plain missing path names no folder of Git's and keeps its plain form
+    plain = [failed(s, 3, "git add docs/x.md", "fatal: pathspec 'docs/x.md' did not match any files") for s in "ab"]
+    assert "Git Bash" not in claim_of(plain)
