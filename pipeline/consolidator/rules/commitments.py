@@ -63,10 +63,11 @@ its session (or, given project slugs, in a later session of the same project), b
   alphabetic scripts, compared on their first five letters, function words left out; CJK text counts
   through the Latin names it holds), or one besides the promised verb itself ("Dann fülle ich User
   Story … konkret aus" … "… konkret ausgefüllt");
-* **answered** (an agent's hand-off that ended its turn, waiting): the user's next message gives what
-  it waited for, a short go-ahead or report that the user's part is done in any of the eight
-  languages ("figlet is done", "Implement the plan.", "行，那你试一下1"; `promise_phrases.go_ahead`), or
-  the link it asked for, and the agent goes on. A longer reply, or a question, is the user turning
+* **answered** (an agent's hand-off, or a promise awaiting the user's go-ahead, that ended its turn
+  waiting): the user's next message gives what it waited for, a short go-ahead or report that the
+  user's part is done in any of the eight languages ("figlet is done", "Implement the plan.",
+  "行，那你试一下1"; `promise_phrases.go_ahead`), the link it asked for, or, for a promise that waits for
+  the user's answer ("等待你的回答，然后我会…给出反馈"), any reply that asks nothing; and the agent goes on. A longer reply, or a question, is the user turning
   to something else ("lets go ahead and push this up …?"): the promise stays open. Commands the user
   ran themselves, harness notices and images are not a reply, and an answer that asks again for what
   the promise waits on keeps it open;
@@ -692,9 +693,10 @@ _SHORT_REPLY = 60
 
 
 def _answered(finding: CommitmentFinding, message: Message, later: Sequence[Message]) -> _Done | None:
-    """An agent's hand-off that ended its turn waiting, kept when the user's next message gives what it
-    waited for and the agent goes on: a short go-ahead or report that the user's part is done ("figlet
-    is done", "Implement the plan.", "行，那你试一下1"), or the link it asked for. Where the agent
+    """An agent's hand-off (or a promise awaiting the user's go-ahead) that ended its turn waiting, kept
+    when the user's next message gives what it waited for and the agent goes on: a short go-ahead or
+    report that the user's part is done ("figlet is done", "Implement the plan.", "行，那你试一下1"), the
+    link it asked for, or, when it waited for the user's answer (a quiz), any reply that asks nothing. Where the agent
     answers is where the promise counts as kept. A longer reply, a question or a reply with neither is
     no answer: the user went on to something else and the promise stays open."""
     sid = message.session_id
@@ -706,9 +708,12 @@ def _answered(finding: CommitmentFinding, message: Message, later: Sequence[Mess
     if acted is None or _waits_again(acted.text):
         return None
     text = " ".join(reply.text.split())
-    if _ASKS_FOR_LINK.search(finding.sentence or finding.quote) and _URL.search(text):
+    sentence = finding.sentence or finding.quote
+    if _ASKS_FOR_LINK.search(sentence) and _URL.search(text):
         return _Done(sid, acted.line_no, "answered")
     asks = is_question(text) or text.rstrip().endswith("？")
+    if pp.awaits_answer(sentence) and text and not asks:
+        return _Done(sid, acted.line_no, "answered")  # a quiz's answer: whatever the user says is it
     if text and len(text) <= _SHORT_REPLY and not asks and pp.go_ahead(text):
         return _Done(sid, acted.line_no, "answered")
     return None
@@ -809,8 +814,8 @@ def find_commitments(
                     continue  # the same promise said again in its session (a prompt sent twice)
                 seen_promises.add(said_before)
                 done = _resolution(finding, message, said[i + 1 :], written, sorted((runs or {}).get(sid, ())))
-                if (done is None and finding.actor == "agent" and finding.why in ("handoff", "sequencing")
-                        and turn.last and not turn.tools_after):
+                waits = finding.why in ("handoff", "sequencing") or pp.awaits_decision(finding.sentence or finding.quote)
+                if done is None and finding.actor == "agent" and waits and turn.last and not turn.tools_after:
                     done = _answered(finding, message, said[i + 1 :])
                 if done is None and slugs:
                     done = _resolution(finding, message, _later_in_project(message, by_session, slugs), ())

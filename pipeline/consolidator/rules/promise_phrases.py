@@ -36,6 +36,8 @@ import re
 
 __all__ = [
     "after_done",
+    "awaits_answer",
+    "awaits_decision",
     "deferral",
     "first_person_future",
     "go_ahead",
@@ -325,6 +327,26 @@ _APPROVAL = re.compile(
     r"确认|確認|同意|选择|選擇|批准|决定|決定|承認|選ん|승인|선택|동의",
     _I,
 )
+
+
+def awaits_decision(sentence: str) -> bool:
+    """The sentence waits on the other party's go-ahead or choice ("确认一下用第 1 种，我下一条就…")."""
+    return bool(_APPROVAL.search(sentence))
+
+
+# The speaker waits for the other party's answer to what it asked (a quiz, a questionnaire): whatever
+# they reply is that answer.
+_AWAITS_ANSWER = re.compile(
+    r"\b(?:your (?:answer|answers|reply|response|explanation)|once you (?:answer|reply|respond)|when you (?:answer|reply|respond))\b|"
+    r"(?:等待|等)你的(?:回答|回复|回覆|答案|解释|解釋)|回答を(?:お待ち|待って)|답변(?:을)? 기다|"
+    r"\b(?:deine|Ihre) Antwort\b|\btu respuesta\b|\bta réponse\b|\bvotre réponse\b|\bsua resposta\b|\bтвой ответ\b|\bваш ответ\b",
+    _I,
+)
+
+
+def awaits_answer(sentence: str) -> bool:
+    """The sentence waits for the other party's answer (any reply of theirs is it)."""
+    return bool(_AWAITS_ANSWER.search(sentence))
 
 
 def handoff(sentence: str) -> bool:

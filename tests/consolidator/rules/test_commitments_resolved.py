@@ -316,3 +316,20 @@ def test_a_promise_that_waits_on_no_one_is_not_answered() -> None:
 @given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=61, max_size=200))
 def test_a_long_reply_never_answers(reply: str) -> None:
     assert _answered("Once those are done, tell me and I'll start the container.", f"done {reply}").resolved_at is None
+
+
+def test_a_promise_awaiting_a_go_ahead_is_answered_by_it() -> None:
+    """"Confirm option 1 and my next message gives you the code" waits on a decision, not on work."""
+    finding = _answered("确认一下用第 2 种，我下一条就直接给你完整的配置文件。", "行，那你试一下2")
+    assert (finding.resolved_at, finding.resolved_by) == (7, "answered")
+    assert _answered("确认一下用第 2 种，我下一条就直接给你完整的配置文件。", "第 2 种会更慢吗？").resolved_at is None
+
+
+def test_a_promise_awaiting_the_users_answer_is_answered_by_any_reply() -> None:
+    promise = "等待你的回答，然后我会根据你的解释给出反馈，再继续下一个问题。"
+    reply = "我觉得缓存命中取决于前缀是否完全相同，所以时间戳放在系统提示里会让每次请求都错过缓存，应该放到后面的消息里。"
+    assert len(reply) > 40
+    finding = _answered(promise, reply, "回答得很好。")
+    assert (finding.resolved_at, finding.resolved_by) == (7, "answered")
+    # a question back is no answer yet
+    assert _answered(promise, "前缀是什么意思？", "前缀是请求开头不变的部分。").resolved_at is None
