@@ -63,14 +63,16 @@ its session (or, given project slugs, in a later session of the same project), b
   alphabetic scripts, compared on their first five letters, function words left out; CJK text counts
   through the Latin names it holds), or one besides the promised verb itself ("Dann fülle ich User
   Story … konkret aus" … "… konkret ausgefüllt");
-* **answered** (an agent's hand-off, or a promise awaiting the user's go-ahead, that ended its turn
-  waiting): the user's next message gives what it waited for, a short go-ahead or report that the
-  user's part is done in any of the eight languages ("figlet is done", "Implement the plan.",
-  "行，那你试一下1"; `promise_phrases.go_ahead`), the link it asked for, or, for a promise that waits for
-  the user's answer ("等待你的回答，然后我会…给出反馈"), any reply that asks nothing; and the agent goes on. A longer reply, or a question, is the user turning
-  to something else ("lets go ahead and push this up …?"): the promise stays open. Commands the user
-  ran themselves, harness notices and images are not a reply, and an answer that asks again for what
-  the promise waits on keeps it open;
+* **answered** (an agent's hand-off, or a promise awaiting the user's go-ahead or choice, that ended
+  its turn waiting): the user's next message gives what it waited for, a short go-ahead or report
+  that the user's part is done in any of the eight languages ("figlet is done", "Implement the plan.",
+  "行，那你试一下1"; `promise_phrases.go_ahead`), the link it asked for, or, for a promise that waits
+  for the user's answer ("等待你的回答，然后我会…给出反馈"), any reply that does not give it up
+  (`promise_phrases.turns_away`); and the agent goes on. A reply
+  that asks something, says no or not yet, says something still fails (`promise_phrases.refuses`),
+  or is long (the user turning to something else: "lets go ahead and push this up …") keeps the
+  promise open. Commands the user ran themselves, harness notices and images are not a reply, and an
+  answer that asks again for what the promise waits on keeps it open;
 * **taken up**: a later message of the same side comes back to the same work (it shares two terms
   with the promise) and promises it anew, and that new promise is seen kept: the first is kept with
   it. Agents restate a promise when they ask for what it waits on ("Danach finalize ich die
@@ -685,7 +687,10 @@ def _resolution(
 
 # What a user's message holds when the user did not write it to the agent: a command they ran
 # themselves and its output (`<bash-input>`, `<local-command-stdout>`), a harness notice, an image.
-_NOT_A_REPLY = re.compile(r"\A\s*(?:<[A-Za-z][\w-]*[\s>]|\[Image[\s:#])")
+_NOT_A_REPLY = re.compile(
+    r"\A\s*(?:<(?:bash-|local-command|command-|system-reminder|turn_aborted|task-notification|user-prompt-submit-hook)"
+    r"|(?:\[Image[^\]]*\]\s*)+\Z)"
+)
 _URL = re.compile(r"https?://\S")
 _ASKS_FOR_LINK = re.compile(r"\b(?:links?|urls?|enlaces?|liens?)\b|链接|鏈接|リンク|링크|ссылк", re.IGNORECASE)
 # Longer than this, a reply is about more than the go-ahead (a new request that says "go ahead").
@@ -709,12 +714,14 @@ def _answered(finding: CommitmentFinding, message: Message, later: Sequence[Mess
         return None
     text = " ".join(reply.text.split())
     sentence = finding.sentence or finding.quote
+    asks = is_question(text) or text.rstrip().endswith("？")
+    if asks or not text:
+        return None
     if _ASKS_FOR_LINK.search(sentence) and _URL.search(text):
         return _Done(sid, acted.line_no, "answered")
-    asks = is_question(text) or text.rstrip().endswith("？")
-    if pp.awaits_answer(sentence) and text and not asks:
+    if pp.awaits_answer(sentence) and not pp.turns_away(text):
         return _Done(sid, acted.line_no, "answered")  # a quiz's answer: whatever the user says is it
-    if text and len(text) <= _SHORT_REPLY and not asks and pp.go_ahead(text):
+    if len(text) <= _SHORT_REPLY and pp.go_ahead(text):
         return _Done(sid, acted.line_no, "answered")
     return None
 

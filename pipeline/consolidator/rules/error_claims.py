@@ -185,7 +185,7 @@ def _installed_later(module: str, later: Sequence[ToolResult]) -> bool:
 
 # zsh's own words for a pattern that matched no file; the word it could not expand follows the colon
 _NO_MATCH_WORD = re.compile(r"no matches found: (\S+)")
-_GLOB_PAIRS = (("(", ")"), ("[", "]"), ("{", "}"))
+_GLOB_PAIRS = (("(", ")"), ("[", "]"))
 
 
 def _no_glob_match(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None],
@@ -203,8 +203,9 @@ def _no_glob_match(finding: Failing, commands: str, where: str, cwds: Mapping[st
     if not marks:
         return None
     shown = listed([f"`{clip(w, 60)}`" for w in words[:2]])
-    quoted = [run for run in later if not run.is_error and run.exit_code in (None, 0) and run.has_result
-              and any(re.search(rf"""["'][^"'\s]*{re.escape(w)}""", run.command or "") for w in words)]
+    programs = {r.program for runs in finding.runs.values() for r in runs if r.program}
+    quoted = [run for run in later if run.program in programs and not run.is_error and run.exit_code in (None, 0)
+              and run.has_result and any(re.search(rf"""["'][^"'\s]*{re.escape(w)}""", run.command or "") for w in words)]
     after = "; quoted, the same command worked" if quoted else ""
     return (f"quote words that hold {listed(marks)} in shell commands: `zsh` reads them as a file pattern and "
             f"refuses the command when no file matches, as with {shown} ({where}){after}")
@@ -212,7 +213,7 @@ def _no_glob_match(finding: Failing, commands: str, where: str, cwds: Mapping[st
 
 # Git for Windows' own folder inside a path an error names: its shell (MSYS) rewrote an argument that
 # looked like a POSIX path into one under that folder before git saw it.
-_GIT_FOLDER = re.compile(r"(?<![\w/])([A-Za-z]:/(?:[^'\"\s:]*/)?(?:Programs/Git|Program Files/Git|Git)/)")
+_GIT_FOLDER = re.compile(r"(?<![\w/])([A-Za-z]:/(?:[^'\"\s:]*/)?(?:Programs/Git|Program Files(?: \(x86\))?/Git)/)")
 
 
 def _msys_rewrote(finding: Failing, commands: str, where: str, cwds: Mapping[str, str | None],

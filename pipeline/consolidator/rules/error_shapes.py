@@ -683,8 +683,9 @@ def _remedy(w: Workaround, head: str, after: Sequence[ToolResult] = (), *, one_p
     if what and " " not in what and inline:
         # `node -e "require('fs').rmSync(…)"`: the script is the point, named by what it calls (the whole
         # command is an evidence quote, which a claim never repeats)
-        calls = [c for c in re.findall(r"([A-Za-z_][\w.]*)\(", w.run.command or "") if c not in ("require", "import")]
-        what = f"{what} {inline.group(1)}` with `{calls[-1]}" if calls else f"{what} {inline.group(1)}"
+        calls = [c for c in re.findall(r"([A-Za-z_][\w.]*)\(", w.run.command or "")
+                 if c.rsplit(".", 1)[-1] not in _NOT_THE_WORK]
+        what = f"{what} {inline.group(1)}` with `{calls[0]}" if calls else f"{what} {inline.group(1)}"
     if w.how == "added" and w.added:
         return "run it again with " + ", ".join(f"`{clip(a, 60)}`" for a in w.added[:3]) + " (that worked next)"
     if w.how == "same target" and what and (_MISSING_PROGRAM.search(head) or (one_program and _replaced(w, after))):
@@ -694,6 +695,10 @@ def _remedy(w: Workaround, head: str, after: Sequence[ToolResult] = (), *, one_p
 
 # A program given its script on the command line (`node -e "…"`, `python3 -c "…"`): its name alone says nothing.
 _INLINE_SCRIPT = re.compile(r"^\s*\S+\s+(-e|-c|--eval|-Command)\s")
+
+# Calls of an inline script that load or print rather than do the work (`console.log('removed')`).
+_NOT_THE_WORK = frozenset({"require", "import", "__import__", "print", "log", "info", "puts", "printf", "echo",
+                           "write", "exit", "then", "catch"})
 
 # Tools that change a file's content: another program on the same file does not do what they failed to.
 _EDITS = frozenset({"apply_patch", "edit", "multiedit", "write", "notebookedit", "str_replace_editor"})
@@ -842,8 +847,10 @@ def _stale_claim(finding: PatternFinding, where: str, by_session: Mapping[str, S
             start = fix.run.call_line or fix.run.line_no
             nearby = [fix.run, *[r for r in by_session.get(fix.run.session_id, ())
                                  if (r.call_line or r.line_no) > start][:LOOK_AHEAD]]
-            ops = {(op, _base_name(path)) for r in nearby if (patch := sh.patch_text(r.tool_input))
-                   for op, path in sh.patch_targets(patch)}
+            refused = set(files)
+            ops = {(op, name) for r in nearby if not r.is_error and r.exit_code in (None, 0) and r.has_result
+                   and (patch := sh.patch_text(r.tool_input))
+                   for op, path in sh.patch_targets(patch) if (name := _base_name(path)) in refused or not refused}
             deleted = {f for op, f in ops if op == "Delete"}
             if deleted & {f for op, f in ops if op == "Add"}:
                 return f"{edits} kept being refused because {why} ({where}); deleting the file and adding it whole worked"

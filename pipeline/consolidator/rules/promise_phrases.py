@@ -47,9 +47,11 @@ __all__ = [
     "is_offer",
     "is_requirement",
     "negated",
+    "refuses",
     "reports_done",
     "requests_action",
     "sequencing",
+    "turns_away",
 ]
 
 _A = "['’]"
@@ -135,9 +137,7 @@ _OFFER = re.compile(
     rf"\b(?:I{_A}ll|I will)\s+(?:proceed|continue|go ahead|do it|do that|do so|help|take it from there|get started|"
     r"start|execute it|pivot|handle it|handle that|assist|adjust|look into it|take a look|dig in)\b[\s.!]*$|"
     r"如果你(?:愿意|願意|想|需要|要)|你(?:要|想)的话|你(?:要|想)的話|需要的话|需要的話|要不要|是否|我可以|可以吗|可以嗎|"
-    # "…, so that I can …" (这样我就能…): the reason for a question, what the speaker would then be
-    # able to do; "你把日志发给我，我就能定位问题" (no 这样) stays a hand-off
-    r"(?:这样|這樣|那样|那樣|以便|好让|好讓)[，,\s]*我(?:们|們)?(?:就|才|便)?(?:能|可以)|"
+
     r"よろしければ|必要であれば|必要なら|ご希望|しましょうか|しますか|できます|"
     r"원하시면|원하면|필요하시면|필요하면|할까요|드릴까요|수 있어요|수 있습니다|"
     r"\b(?:wenn|falls) (?:du|Sie) (?:möchtest|möchten|willst|wollen|magst|mögen|wünschst|wünschen)\b|\bsoll ich\b|"
@@ -174,9 +174,18 @@ _IMMEDIATE = re.compile(
 )
 
 
+# "…, so that I can …" (这样我就能…): what the speaker would then be able to do, as "I can" says; "你把日志
+# 发给我，我就能定位问题" (no 这样) stays a hand-off, and so does a firm promise before it ("…，我就修复这个
+# 问题，这样我们就可以发布了").
+_PURPOSE = re.compile(r"(?:这样|這樣|那样|那樣|以便|好让|好讓)[，,\s]*我(?:们|們)?(?:就|才|便)?(?:能|可以)")
+
+
 def is_offer(sentence: str) -> bool:
     """The other party's wish is the condition, or the speaker only says they can."""
-    return bool(_OFFER.search(sentence))
+    if _OFFER.search(sentence):
+        return True
+    purpose = _PURPOSE.search(sentence)
+    return purpose is not None and not _ZH_FUTURE.search(sentence[: purpose.start()])
 
 
 def is_requirement(sentence: str) -> bool:
@@ -329,17 +338,29 @@ _APPROVAL = re.compile(
 )
 
 
+# A decision asked of the other party: "confirm/choose … and I'll …", "once you approve", 确认一下, 你选.
+_DECISION_ASKED = re.compile(
+    r"\b(?:once|if|when|after) (?:you|u) (?:approve|confirm|choose|pick|select|decide|say (?:yes|go))\b|"
+    r"^\s*(?:please )?(?:confirm|choose|pick|approve)\b|"
+    r"确认一下|確認一下|请确认|請確認|你(?:确认|確認|选|選|决定|決定)|"
+    r"確認(?:して|お願い)|선택해|확인해\s?주|"
+    r"\b(?:bestätige|wähle|entscheide)\b|\b(?:confirma|elige)\b|\b(?:confirme|choisis)\b|\b(?:подтверди|выбери)\b",
+    _I,
+)
+
+
 def awaits_decision(sentence: str) -> bool:
-    """The sentence waits on the other party's go-ahead or choice ("确认一下用第 1 种，我下一条就…")."""
-    return bool(_APPROVAL.search(sentence))
+    """The sentence asks the other party for a go-ahead or a choice before the speaker's part
+    ("确认一下用第 1 种，我下一条就…"); the speaker confirming something itself is no such wait."""
+    return bool(_DECISION_ASKED.search(sentence))
 
 
 # The speaker waits for the other party's answer to what it asked (a quiz, a questionnaire): whatever
 # they reply is that answer.
 _AWAITS_ANSWER = re.compile(
-    r"\b(?:your (?:answer|answers|reply|response|explanation)|once you (?:answer|reply|respond)|when you (?:answer|reply|respond))\b|"
+    r"\b(?:your (?:answer|answers|reply|explanation)|your response)\b(?! time)|"
     r"(?:等待|等)你的(?:回答|回复|回覆|答案|解释|解釋)|回答を(?:お待ち|待って)|답변(?:을)? 기다|"
-    r"\b(?:deine|Ihre) Antwort\b|\btu respuesta\b|\bta réponse\b|\bvotre réponse\b|\bsua resposta\b|\bтвой ответ\b|\bваш ответ\b",
+    r"\bdeine Antwort\b|\btu respuesta\b|\bta réponse\b|\bvotre réponse\b|\bsua resposta\b|\bтвой ответ\b|\bваш ответ\b",
     _I,
 )
 
@@ -412,28 +433,63 @@ def reports_done(sentence: str) -> bool:
 
 # -- the other party's go-ahead ---------------------------------------------------------------------
 # A short reply that gives the speaker what a hand-off waited for: the other party's part is done
-# ("figlet is done", "okay done", "完成了", "fertig"), or the speaker may go on ("yes", "go ahead",
+# ("figlet is done", "okay done", "装好了", "fertig"), or the speaker may go on ("yes", "go ahead",
 # "Implement the plan.", "行，那你试一下1", "네 진행해주세요"). Only a short reply counts (the caller
 # measures it): in a long one these words are about something else ("lets go ahead and push this up
-# … ?").
+# … ?"). A reply that says no, not yet, or that something still fails is never a go-ahead, whatever
+# else it holds ("not done yet", "ok it still fails", "还没完成", "계속 실패해요").
 _GO_AHEAD_WORDS = re.compile(
-    r"\b(?:done|finished|ready|complete|completed|ok|okay|k|yes|yep|yeah|yup|sure|go|proceed|continue|start|begin|"
-    r"implement|do it|run|try|retry|fine|sounds good|all set|installed|"
-    r"ja|fertig|erledigt|weiter|mach|passt|jawohl|los|"
-    r"s[ií]|listo|hecho|dale|vale|adelante|sigue|contin[uú]a|"
+    r"\b(?:done|finished|ready|complete|completed|ok|okay|yes|yep|yeah|yup|sure|go|go ahead|proceed|continue|"
+    r"start|begin|implement|do it|run|try|retry|fine|sounds good|all set|installed|"
+    r"ja|fertig|erledigt|weiter|mach|passt|jawohl|"
+    r"s[ií]|listo|hecho|dale|vale|adelante|contin[uú]a|"
     r"oui|fait|fini|pr[eê]t|vas-y|d['’]accord|"
     r"sim|pronto|feito|pode|beleza|"
     r"да|готово|сделал|сделано|ок|давай|продолжай)\b",
     _I,
 )
+# A one-character word (好, 行, 是, 네, 예) is a go-ahead only where the reply opens with it: inside a
+# longer reply it is part of another word (运行, 网络, 예외). Longer words count anywhere.
 _GO_AHEAD_CJK = re.compile(
-    r"好|行|可以|完成|开始|開始|继续|繼續|执行|執行|试|試|没问题|沒問題|搞定|弄好|"
-    r"はい|完了|できた|できました|終わ|お願い|進めて|続けて|いいよ|いいです|"
-    r"네|예|좋아|좋습니다|완료|했어|했습니다|진행|계속|됐어|됐습니다"
+    r"^\s*(?:好|行|可以|是的?|对|嗯|开始|開始|继续|繼續|执行|執行|はい|좋아|좋습니다|진행)|^\s*(?:네|예)(?=[\s,.!~]|$)|"
+    r"完成|搞定|弄好|好了|装好|裝好|没问题|沒問題|完了|できた|できました|終わ|お願いします|進めて|続けて|"
+    r"완료|끝났|다 됐|^\s*(?:했어|했습니다|됐어|됐습니다)|계속 진행"
+)
+_NOT_GO_AHEAD = re.compile(
+    r"\b(?:not|no|nope|don['’]?t|doesn['’]?t|didn['’]?t|won['’]?t|can['’]?t|cannot|never|still|yet|fail\w*|error\w*|"
+    r"broken|wrong|stop|wait|hold on|forget|never ?mind|instead|nothing|"
+    r"nicht|nein|kein\w*|fehler\w*|noch|todav[ií]a|nada|fall\w*|non|pas|erreur|échec|encore|não|nao|erro\w*|falh\w*|"
+    r"не|нет|ошибк\w*|ещё|еще)\b|"
+    r"不|没|沒|别|別|未|失败|失敗|报错|報錯|错误|錯誤|还是|還是|算了|"
+    r"ない|ません|失敗|エラー|だめ|ダメ|まだ|"
+    r"안\s|안돼|못|오류|실패|에러|아니|아직",
+    _I,
 )
 
 
 def go_ahead(reply: str) -> bool:
     """The reply says the other party's part is done, or that the speaker may go on (any of the eight
-    languages). The caller keeps it to short replies that ask nothing."""
+    languages), and nothing in it says no, not yet, or that something fails. The caller keeps it to
+    short replies that ask nothing."""
+    if refuses(reply):
+        return False
     return bool(_GO_AHEAD_WORDS.search(reply) or _GO_AHEAD_CJK.search(reply))
+
+
+def refuses(reply: str) -> bool:
+    """The reply says no, not yet, that something still fails, or turns to something else."""
+    return bool(_NOT_GO_AHEAD.search(reply))
+
+
+# The other party leaving what was asked of them for something else: an answer to a quiz holds 不 and
+# "not" as any prose does, so only these words say it was given up.
+_TURNS_AWAY = re.compile(
+    r"\b(?:forget|never ?mind|instead|skip|stop|let['’]?s do something else)\b|算了|不做|不想做|不用了|跳过|跳過|"
+    r"やめ|もういい|그만|됐어요 그냥|\b(?:vergiss|lass uns lieber|olvida|oublie|esquece|забудь|хватит)\b",
+    _I,
+)
+
+
+def turns_away(reply: str) -> bool:
+    """The reply gives up what was asked ("算了，不做题了", "forget the quiz, fix the bug instead")."""
+    return bool(_TURNS_AWAY.search(reply))

@@ -218,7 +218,7 @@ def _escalated_rerun(run: ToolResult, following: Sequence[ToolResult]) -> bool:
 
 # Claude Code's answer to a command it sent to the background (run_in_background, or a long command it
 # moved there), and Codex's to a session it left running.
-_BACKGROUND = re.compile(r"\s*(?:Command running in background with ID:|Process running with session ID)", re.IGNORECASE)
+_BACKGROUND = re.compile(r"^\s*(?:Command running in background with ID:|Process running with session ID)", re.IGNORECASE | re.MULTILINE)
 
 
 def outcome(run: ToolResult, following: Sequence[ToolResult] = ()) -> Outcome:
@@ -248,7 +248,7 @@ def outcome(run: ToolResult, following: Sequence[ToolResult] = ()) -> Outcome:
         return "failed", "status"
     if run.name in _POLLING and _STILL_RUNNING.search(text):
         return "ignored", "polling"
-    if _BACKGROUND.match(text):
+    if _BACKGROUND.search(text.split("\nOutput:", 1)[0][:600]):  # in the result's header, never in its output
         # started, not finished: how it ended comes later, in a notice or an output file ("npm install"
         # sent to the background, then failing with E401, is no install that worked)
         return "ignored", "background"

@@ -39,6 +39,7 @@ def found(agent: str, **kw: object) -> list[tuple[str, str]]:
         "Cuando me envíes los datos, prepararé el informe.",
         "Пришли мне файл конфигурации, я проверю настройки.",
         "你把日志发给我,我就能定位问题。",
+        "你把日志发给我，我就修复这个问题，这样我们就可以发布了。",  # a firm promise before the reason
         "ログを送っていただければ、原因を調べます。",
         "설정 파일을 보내주시면 바로 확인할게요.",
     ],
@@ -82,6 +83,7 @@ def test_sequencing_after_a_request_at_the_end_of_a_turn() -> None:
         "Si tu valides, je lance la génération.",
         "如果你愿意，我可以继续把图标也换掉。",
         "请告诉我你的部署环境，这样我就能给出最合适的配置了！",  # what the speaker would be able to do
+        "把错误日志贴给我，这样我就能定位问题。",  # as "send me the log so I can locate it" is an offer
         "Если хочешь, я добавлю ещё пример.",
         "よろしければ、続けて修正します。",
         "원하시면 다음 버전도 만들어 드릴게요.",

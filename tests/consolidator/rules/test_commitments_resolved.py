@@ -333,3 +333,41 @@ def test_a_promise_awaiting_the_users_answer_is_answered_by_any_reply() -> None:
     assert (finding.resolved_at, finding.resolved_by) == (7, "answered")
     # a question back is no answer yet
     assert _answered(promise, "前缀是什么意思？", "前缀是请求开头不变的部分。").resolved_at is None
+
+
+@pytest.mark.parametrize("reply", [
+    "not done yet", "no, don't run it", "I'm not sure how", "it won't start", "ok it still fails",
+    "还没完成", "不行，装不上", "好像还是报错", "测试失败了", "运行报错",
+    "네트워크 오류가 나요", "예외가 발생했어요", "계속 실패해요", "los tests fallan", "sigue fallando",
+    "nein, mach das nicht", "нет, не продолжай",
+])
+def test_a_refusal_or_a_failure_is_no_go_ahead(reply: str) -> None:
+    """Words of a go-ahead inside a reply that says no, not yet, or that something fails (好 in 好像,
+    行 in 运行, 예 in 예외) do not keep the promise."""
+    assert not pp.go_ahead(reply)
+    assert _answered("Once the cable is in, tell me and I'll start the container.", reply).resolved_at is None
+
+
+def test_only_a_decision_asked_of_the_user_waits_on_a_go_ahead() -> None:
+    # the agent confirming something itself waits on no one: "ok" does not keep it
+    assert _answered("I'll confirm the shim can be removed once staging runs 4.2.", "ok").resolved_at is None
+    assert pp.awaits_decision("确认一下用第 1 种，我下一条就直接给你完整文件代码。")
+    assert not pp.awaits_decision("I'll confirm the shim can be removed once staging runs 4.2.")
+
+
+def test_a_quiz_given_up_is_not_answered() -> None:
+    promise = "等待你的回答，然后我会根据你的解释给出反馈，再继续下一个问题。"
+    assert _answered(promise, "算了，不做题了。帮我把登录页的 bug 修一下。", "好的。").resolved_at is None
+    assert _answered("Send me your answer and I'll grade it against the rubric.",
+                     "Actually forget the quiz, fix the login bug instead.", "Sure.").resolved_at is None
+    assert not pp.awaits_answer("Once you reply to the reviewer, I'll merge the PR.")
+
+
+def test_a_link_with_a_question_is_no_answer() -> None:
+    assert _answered("Share the links and I'll compare them against what we have.",
+                     "https://example.invalid/a why does this one 404?").resolved_at is None
+
+
+def test_a_reply_that_opens_with_markup_or_an_image_is_still_the_reply() -> None:
+    finding = _answered("Once those are done, tell me and I'll start the container.", "[Image #1] ok done")
+    assert (finding.resolved_at, finding.resolved_by) == (7, "answered")

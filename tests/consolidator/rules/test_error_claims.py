@@ -147,3 +147,8 @@ def test_a_path_git_bash_rewrote_is_to_start_with_dot_slash() -> None:
     # a plain missing path names no folder of Git's and keeps its plain form
     plain = [failed(s, 3, "git add docs/x.md", "fatal: pathspec 'docs/x.md' did not match any files") for s in "ab"]
     assert "Git Bash" not in claim_of(plain)
+
+
+def test_a_folder_named_git_is_not_git_bash_s_own() -> None:
+    runs = [failed(s, 3, "git add src/x.ts", "fatal: pathspec 'D:/Git/shop/src/x.ts' did not match any files") for s in "ab"]
+    assert "Git Bash" not in claim_of(runs)

@@ -119,3 +119,11 @@ def test_a_code_mode_script_s_header_is_not_the_program_s_output() -> None:
 def test_the_agent_s_own_time_limit_is_not_the_program_failing(command: str, output: str, code: int | None, state: str) -> None:
     run = ToolResult("s", 2, output, is_error=True, exit_code=code, name="Bash", tool_input={"command": command}, call_line=1)
     assert outcome(run)[0] == state
+
+
+def test_codex_s_running_session_header_is_no_result_yet() -> None:
+    header = "Command: /bin/bash -lc 'npm run dev'\nChunk ID: 9f2\nWall time: 10.0 seconds\nProcess running with session ID 4121\nOutput:\n> dev"
+    assert outcome(bash("npm run dev", header)) == ("ignored", "background")
+    # the words inside a command's own output are not the harness speaking
+    printed = "Exit code: 0\nOutput:\nProcess running with session ID 7 is the sample text we grep for"
+    assert outcome(bash("grep -r 'session ID' docs", printed)) == ("ok", "")
