@@ -225,7 +225,7 @@ def build_answer(
             asks.setdefault(run.session_id, []).append(run.call_line)
         elif run.call_line is not None:
             calls.setdefault(run.session_id, []).append(run.call_line)
-            if not run.is_error and run.exit_code in (None, 0) and run.has_result:
+            if run.worked:
                 for path in sh.written_files(run.name or "", run.tool_input):
                     edits.setdefault(run.session_id, []).append((run.call_line, path))
                 if run.command:

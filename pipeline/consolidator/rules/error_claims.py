@@ -100,8 +100,7 @@ def outdated(finding: Failing, later_runs: Callable[[], Sequence[ToolResult]],
     failing = {f for runs in finding.runs.values() for r in runs if (f := _folder_of(r, known))}
     if not failing:
         return False
-    worked = {f for r in later if r.program.lower() == "git" and not r.is_error and r.exit_code in (None, 0)
-              and r.has_result and (f := _folder_of(r, known))}
+    worked = {f for r in later if r.program.lower() == "git" and r.worked and (f := _folder_of(r, known))}
     return all(any(f == w or f.startswith(w + "/") or f.startswith(w + "\\") for w in worked) for f in failing)
 
 
@@ -131,7 +130,7 @@ def _not_permitted(finding: Failing, commands: str, where: str, cwds: Mapping[st
         # the program may run inside a shell the call starts (`bash -lc 'ip addr && ip route'`)
         runs_it = run.programs & programs or any(
             re.search(rf"(?:^|[\s;&|'\"(]){re.escape(p)}(?:\s|$)", run.command or "") for p in programs)
-        if run.escalated and not run.is_error and run.exit_code in (None, 0) and run.has_result and runs_it:
+        if run.escalated and run.worked and runs_it:
             return (f"{commands} {verb} not permitted in the agent's sandbox, and worked with escalated permissions "
                     f"({run.session_id} line {run.call_line or run.line_no}) ({where})")
     return f"{commands} {verb} not permitted where the agent runs ({where})"
@@ -176,7 +175,7 @@ def _installed_later(module: str, later: Sequence[ToolResult]) -> bool:
     names = {top, _PACKAGE_OF.get(top, top)}
     for run in later:
         command = (run.command or "").lower()
-        if run.is_error or run.exit_code not in (None, 0) or not run.has_result or not _INSTALL.search(command):
+        if not run.worked or not _INSTALL.search(command):
             continue
         if any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", command) for n in names):
             return True
@@ -204,8 +203,7 @@ def _no_glob_match(finding: Failing, commands: str, where: str, cwds: Mapping[st
         return None
     shown = listed([f"`{clip(w, 60)}`" for w in words[:2]])
     programs = {r.program for runs in finding.runs.values() for r in runs if r.program}
-    quoted = [run for run in later if run.program in programs and not run.is_error and run.exit_code in (None, 0)
-              and run.has_result and any(re.search(rf"""["'][^"'\s]*{re.escape(w)}""", run.command or "") for w in words)]
+    quoted = [run for run in later if run.program in programs and run.worked and any(re.search(rf"""["'][^"'\s]*{re.escape(w)}""", run.command or "") for w in words)]
     after = "; quoted, the same command worked" if quoted else ""
     return (f"quote words that hold {listed(marks)} in shell commands: `zsh` reads them as a file pattern and "
             f"refuses the command when no file matches, as with {shown} ({where}){after}")
@@ -228,8 +226,7 @@ def _msys_rewrote(finding: Failing, commands: str, where: str, cwds: Mapping[str
     if not folders:
         return None
     programs = {r.program.lower() for runs in finding.runs.values() for r in runs if r.program}
-    fixed = [run for run in later if run.program.lower() in programs and not run.is_error and run.exit_code in (None, 0)
-             and run.has_result and re.search(r"""(?:^|[\s'"=])\./""", run.command or "")]
+    fixed = [run for run in later if run.program.lower() in programs and run.worked and re.search(r"""(?:^|[\s'"=])\./""", run.command or "")]
     after = "; with `./` in front, the same command worked" if fixed else ""
     return (f"Git Bash rewrote path arguments into paths under Git's own folder (`{clip(folders[0], 70)}`), so {commands} "
             f"found no such files ({where}): start such paths with `./`{after}")

@@ -700,15 +700,12 @@ _INLINE_SCRIPT = re.compile(r"^\s*\S+\s+(-e|-c|--eval|-Command)\s")
 _NOT_THE_WORK = frozenset({"require", "import", "__import__", "print", "log", "info", "puts", "printf", "echo",
                            "write", "exit", "then", "catch"})
 
-# Tools that change a file's content: another program on the same file does not do what they failed to.
-_EDITS = frozenset({"apply_patch", "edit", "multiedit", "write", "notebookedit", "str_replace_editor"})
-
-
 def _replaced(w: Workaround, after: Sequence[ToolResult]) -> bool:
     """The failed program did not work on the same target again in the session: the one that worked
     took its place there."""
     failed = w.after
-    if not failed.program or failed.program.lower() in _EDITS or (failed.name or "").lower() in _EDITS:
+    # an edit tool's change: another program on the same file does not do what it failed to
+    if not failed.program or failed.program in _EDIT_TOOLS or (failed.name or "") in _EDIT_TOOLS:
         return False
     if w.run.program.lower() == failed.program.lower():
         return False  # another subcommand of the same tool (`git remote` after `git push`) replaces nothing
@@ -717,8 +714,7 @@ def _replaced(w: Workaround, after: Sequence[ToolResult]) -> bool:
     if not targets:
         return False
     for run in after:
-        if run.program == failed.program and not run.is_error and run.exit_code in (None, 0) and run.has_result \
-                and any(t in (run.command or "") for t in targets):
+        if run.program == failed.program and run.worked and any(t in (run.command or "") for t in targets):
             return False
     return True
 
@@ -777,7 +773,7 @@ def _found_instead(finding: PatternFinding, missing: str, by_session: Mapping[st
         runs = list(by_session.get(sid, ()))
         after = max((i for i, r in enumerate(runs) if any(r is f for f in failed)), default=-1)
         for run in runs[after + 1 :]:
-            if run.is_error or run.exit_code not in (None, 0) or not run.has_result:
+            if not run.worked:
                 continue
             for path in {run.target or "", *(run.parsed.main.operands if run.parsed and run.parsed.main else [])}:
                 if path != missing and _ONE_PATH.fullmatch(path) and re.split(r"[\\/]", path)[-1] == name:
@@ -840,26 +836,25 @@ def _stale_claim(finding: PatternFinding, where: str, by_session: Mapping[str, S
         why = f"{named or 'the files'} changed between the agent's read and its edit"
     else:
         why = f"the text of {named or 'the files'} was not what the agent had last read"
+    said = f"{edits} kept being refused because {why} ({where})"
+    reread = f"{said}: read a file again right before editing it"
     fix = finding.workaround
-    if fix is not None and fix.strong and not _generic_recovery(fix):
-        if fix.how == "other operations":
-            # the delete and the add may be two calls: the add is looked for among the next few
-            start = fix.run.call_line or fix.run.line_no
-            nearby = [fix.run, *[r for r in by_session.get(fix.run.session_id, ())
-                                 if (r.call_line or r.line_no) > start][:LOOK_AHEAD]]
-            refused = set(files)
-            ops = {(op, name) for r in nearby if not r.is_error and r.exit_code in (None, 0) and r.has_result
-                   and (patch := sh.patch_text(r.tool_input))
-                   for op, path in sh.patch_targets(patch) if (name := _base_name(path)) in refused or not refused}
-            deleted = {f for op, f in ops if op == "Delete"}
-            if deleted & {f for op, f in ops if op == "Add"}:
-                return f"{edits} kept being refused because {why} ({where}); deleting the file and adding it whole worked"
-            if not deleted and any(op == "Add" for op, _ in ops):
-                return f"{edits} kept being refused because {why} ({where}); adding the file whole worked"
-            return f"{edits} kept being refused because {why} ({where}): read a file again right before editing it"
-        what = clip(sh.summary(fix.run.name or "", fix.run.tool_input), 60)
-        return f"{edits} kept being refused because {why} ({where}); writing the file with `{what}` worked"
-    return f"{edits} kept being refused because {why} ({where}): read a file again right before editing it"
+    if fix is None or not fix.strong or _generic_recovery(fix):
+        return reread
+    if fix.how != "other operations":
+        return f"{said}; writing the file with `{clip(sh.summary(fix.run.name or '', fix.run.tool_input), 60)}` worked"
+    # the delete and the add may be two calls: the add is looked for among the next few
+    start = fix.run.call_line or fix.run.line_no
+    nearby = [fix.run, *[r for r in by_session.get(fix.run.session_id, ()) if (r.call_line or r.line_no) > start][:LOOK_AHEAD]]
+    refused = set(files)
+    ops = {(op, name) for r in nearby if r.worked and (patch := sh.patch_text(r.tool_input))
+           for op, path in sh.patch_targets(patch) if (name := _base_name(path)) in refused or not refused}
+    deleted = {f for op, f in ops if op == "Delete"}
+    if deleted & {f for op, f in ops if op == "Add"}:
+        return f"{said}; deleting the file and adding it whole worked"
+    if not deleted and any(op == "Add" for op, _ in ops):
+        return f"{said}; adding the file whole worked"
+    return reread
 
 
 def _base_name(path: str) -> str:

@@ -101,10 +101,6 @@ def _failed(run: ToolResult) -> bool:
     return bool(run.is_error) or (run.exit_code is not None and run.exit_code != 0)
 
 
-def _worked(run: ToolResult) -> bool:
-    return run.has_result and not run.is_error and run.exit_code in (None, 0)
-
-
 def _lookup(seg: sh.Segment) -> str | None:
     """The program a lookup segment asks about (`where.exe lua` → lua), else None."""
     words = sh._tokens(seg.text)
@@ -181,7 +177,7 @@ def _substitute(absence: Absence, later: Sequence[ToolResult]) -> tuple[ToolResu
     needing = [seg.text for seg in (absence.run.parsed.segments if absence.run.parsed else ())
                if seg.words and seg.program.lower() == name.lower() and len(seg.words) >= 2]
     for run in later[:SUBSTITUTE_WITHIN]:
-        if not _worked(run) or not run.command:
+        if not run.worked or not run.command:
             continue
         main = run.parsed.main if run.parsed else None
         if main is not None and main.program.lower() != name.lower() and any(text in run.command for text in needing):
@@ -211,7 +207,7 @@ def find_missing_programs(
     worked_later: dict[str, list[tuple[str, int]]] = {}  # program → (session, line) of calls of it that worked
     for sid in session_order:
         for run in by_session.get(sid, []):
-            if _worked(run) and run.parsed is not None and not sh.is_shell(run.program):
+            if run.worked and run.parsed is not None and not sh.is_shell(run.program):
                 for seg in run.parsed.segments:
                     if seg.words and _lookup(seg) is None:
                         worked_later.setdefault(seg.program.lower(), []).append((sid, run.line_no))

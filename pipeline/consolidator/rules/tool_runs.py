@@ -67,6 +67,11 @@ class ToolResult:
     call_line: int | None = None
     has_result: bool = True
 
+    @property
+    def worked(self) -> bool:
+        """A result came back and nothing in it says the call failed (no error flag, exit code 0 or none)."""
+        return self.has_result and not self.is_error and self.exit_code in (None, 0)
+
     @cached_property
     def command(self) -> str | None:
         return sh.tool_command(self.name or "", self.tool_input)
