@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 BYTECODE := $(VENV)/.bytecode-stamp
 
-.PHONY: demo test bench bench-model eval lint install lock clean-data check-real docs docs-cli
+.PHONY: demo test bench bench-model eval eval-history lint install lock clean-data check-real docs docs-cli
 
 install: $(STAMP) $(BYTECODE)
 
@@ -108,7 +108,7 @@ bench-model: $(STAMP)
 
 # The rules engine measured on the labelled real sessions (bench/eval/README.md), one report per gold
 # file (each labels one batch of the folder): the first, second and third batches, each followed by its
-# repositories scored one by one (bench/eval/README.md, "leave one repository out"). The transcripts are not
+# repositories scored one by one by today's rules (make eval-history gives the held-out figures). The transcripts are not
 # in the repository: REAL names the folder they were copied to. One scratch warehouse is ingested once
 # and removed; the artifact folders stay in a temporary folder each report names.
 REAL ?= ../shared/real-transcripts
@@ -128,7 +128,18 @@ eval: $(BYTECODE)
 	  done; \
 	  echo ""; echo "== cache causes"; \
 	  $(BIN)/pipeline cache-eval --db "$$scratch/eval.duckdb" $(foreach g,$(CAUSE_GOLD),--gold "$(g)") || status=$$?; \
+	  echo ""; echo "== held out"; \
+	  if [ -f bench/out/eval-history.json ]; then $(BIN)/python bench/eval_history.py --show bench/out/eval-history.json; \
+	  else echo "not measured on this machine yet: make eval-history runs every rules commit since each batch was first seen (about half an hour the first time, then only new commits)"; fi; \
 	  exit $$status
+
+# Held-out figures (bench/eval_history.py): each labelled batch scored by the rules of the commit that first
+# saw it, then by every later rules commit, and each repository with the changes written against it
+# (bench/eval/provenance.json) taken back. Answers are kept in bench/out/eval-history by commit.
+eval-history: $(BYTECODE)
+	@if [ ! -d "$(REAL)" ]; then \
+	  echo "make eval-history: no transcripts at $(REAL); pass REAL=DIR (see bench/eval/README.md)" >&2; exit 2; fi
+	$(BIN)/python bench/eval_history.py --real "$(REAL)"
 
 clean-data:
 	rm -rf data/warehouse.duckdb data/warehouse.duckdb.* data/corpus data/runs

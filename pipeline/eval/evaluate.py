@@ -434,8 +434,9 @@ def repository_of(paths: dict[str, str]) -> dict[str, str]:
 
 def score_by_repository(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText, *, engine: str,
                         repository: dict[str, str]) -> dict[str, Score]:
-    """Each repository scored on its own reviewed sessions only: a rule written against the other
-    repositories is judged on this one (leave one repository out, for rules written by hand)."""
+    """Each repository scored on its own reviewed sessions only, by today's rules. Those rules were
+    written against many of the repositories they are scored on; the held-out figures (each
+    repository with the changes written against it taken back) are pipeline.eval.held_out's."""
     out: dict[str, Score] = {}
     for repo in sorted(set(repository[s] for s in gold.reviewed if s in repository)):
         sub = GoldSet(path=gold.path, reviewed=[s for s in gold.reviewed if repository.get(s) == repo],

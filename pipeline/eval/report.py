@@ -142,8 +142,9 @@ def render_markdown(evaluation: Evaluation, costs: list[BatchCost], *, model: st
                      f"{_f(f.precision)} | {_f(f.recall)} | {f.found} of {f.clear} {what} |")
     if len(evaluation.by_repository) > 1:
         lines += ["", "### By repository", "",
-                  "Each repository scored on its own reviewed sessions only: rules written against the others, "
-                  "judged on this one.", "",
+                  "Each repository scored on its own reviewed sessions only. Today's rules have seen most of "
+                  "these repositories: the held-out figures, with the changes written against each one taken "
+                  "back, are `make eval-history`'s.", "",
                   "| repository | sessions | memories P | memories R | found | commitments P | commitments R | found |",
                   "|---|---:|---:|---:|---|---:|---:|---|"]
         for repo, sc in evaluation.by_repository.items():

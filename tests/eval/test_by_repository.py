@@ -1,5 +1,5 @@
-"""`pipeline eval` scores each repository on its own sessions: rules written against the other
-repositories, judged on this one."""
+"""`pipeline eval` scores each repository on its own sessions (the held-out figures, with the changes
+written against a repository taken back, are tests/eval/test_held_out.py's)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,256 @@
+"""Held-out figures for rules written by hand: which change moved which labelled item, and every
+repository scored with the changes written against it taken back.
+
+A rule written after reading a repository's sessions has seen that repository: its gain there says
+nothing about the next one. Hand-written rules cannot be retrained without a repository, so the
+history stands in for it. Each labelled batch is scored with the rules of every commit that changed
+them since the batch was first seen (`bench/eval_history.py` runs them), and `bench/eval/provenance.json`
+says which repositories each change that moved a figure was written against. For a repository R:
+
+* **first seen**: the rules of the commit that first scored R's batch, on the reading of that day
+  (its ingest and batch planner): nothing had been written against R yet;
+* **held out**: starting from first seen, every later change's effect on R's items and proposals,
+  except the changes written against R. An item or proposal a change added is added, one it removed
+  is removed, one at a time (a change's effects are taken as independent of the others: what the
+  rules do is re-measured at every commit, only the bookkeeping of who found what is per item);
+* **now**: today's rules on today's reading, as `pipeline eval` measures them.
+
+The first step after first seen is the reading of today (ingest, views, planner) under the
+first-seen rules; it is attributed to the reading commits the provenance names for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipeline.errors import UsageError
+from pipeline.eval.evaluate import GoldSet, LineText, Proposal, _in_review, _matches
+
+# An entity whose presence a change can flip: a found item, or a proposal by what it matched.
+#   ("item", gold-line id) | ("prop", type, "matched", ids) | ("prop", type, "borderline"|"unmatched", (session, quote))
+Key = tuple[Any, ...]
+
+
+class Written(BaseModel):
+    """One change that moved a labelled figure: the repositories it was written against, and why we say so."""
+
+    model_config = ConfigDict(extra="forbid")
+    repositories: list[str]
+    why: Annotated[str, Field(min_length=1)]
+
+
+class FirstSeen(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    commit: Annotated[str, Field(min_length=7)]
+    why: Annotated[str, Field(min_length=1)]
+
+
+class Provenance(BaseModel):
+    """`bench/eval/provenance.json`: per gold file the commit that first scored it, and per commit
+    (abbreviated hash, as `git log --format=%h` prints it) the repositories it was written against."""
+
+    model_config = ConfigDict(extra="forbid")
+    firstSeen: dict[str, FirstSeen]
+    reading: Written  # today's reading under the first-seen rules (ingest, views, planner since then)
+    commits: dict[str, Written]
+
+    def against(self, step: str) -> set[str]:
+        written = self.reading if step == READING else self.commits.get(step)
+        return set(written.repositories) if written is not None else set()
+
+    def knows(self, step: str) -> bool:
+        return step == READING or step in self.commits
+
+
+READING = "reading"  # the step from the first-seen reading to today's, under the first-seen rules
+FIRST_SEEN = "first-seen"
+
+
+def load_provenance(path: str | Path) -> Provenance:
+    try:
+        return Provenance.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read the provenance file {path}: {exc.strerror or exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"{path}: {where}: {first['msg']}") from None
+
+
+@dataclass(frozen=True)
+class ItemState:
+    """What one engine run found of one gold file: every clear item in scope (found or not, its repository)
+    and every scored proposal keyed by what it matched."""
+
+    items: dict[str, tuple[str, bool, str]]  # id → (memory|commitment, found, repository)
+    proposals: dict[Key, str]  # key → repository
+
+    def present(self) -> dict[Key, str]:
+        """Entities present in this state (found items in scope, scored proposals), with their repositories."""
+        out: dict[Key, str] = {("item", i): repo for i, (_t, found, repo) in self.items.items() if found}
+        out.update(self.proposals)
+        return out
+
+
+def item_state(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText, repository: Mapping[str, str]) -> ItemState:
+    """Score `proposals` item by item, as `evaluate.score` does in sum: memories in scope are clear and
+    rules-detectable, commitments clear and not by `other`; proposals whose evidence lies outside the
+    reviewed sessions, and `other`'s commitments, are not scored."""
+    reviewed = set(gold.reviewed)
+    # A clear memory no rule could find still makes a proposal that matches it right (as `score` counts it).
+    clear: dict[str, tuple[str, list[Any]]] = {}
+    in_scope: set[str] = set()
+    other: dict[str, list[list[Any]]] = {"memory": [], "commitment": []}
+    for n, m in gold.memories:
+        ev = _in_review(m.evidence, reviewed)
+        if not ev:
+            continue
+        if m.certainty == "clear":
+            clear[f"m{n}"] = ("memory", ev)
+            if m.rulesDetectable:
+                in_scope.add(f"m{n}")
+        else:
+            other["memory"].append(ev)
+    for n, c in gold.commitments:
+        ev = _in_review(c.evidence, reviewed)
+        if not ev:
+            continue
+        if c.certainty == "clear" and c.actor != "other":
+            clear[f"c{n}"] = ("commitment", ev)
+            in_scope.add(f"c{n}")
+        else:
+            other["commitment"].append(ev)
+    found = dict.fromkeys(clear, False)
+    props: dict[Key, str] = {}
+    for p in proposals:
+        if p.type == "commitment" and p.actor == "other":
+            continue
+        sid = next((s for s, _ in p.evidence if s in reviewed), None)
+        if sid is None:
+            continue
+        hits = tuple(sorted(i for i, (t, ev) in clear.items() if t == p.type and _matches(p, ev, reviewed, line_text)))
+        for i in hits:
+            found[i] = True
+        if hits:
+            key: Key = ("prop", p.type, "matched", hits)
+        else:
+            kind = "borderline" if any(_matches(p, ev, reviewed, line_text) for ev in other[p.type]) else "unmatched"
+            key = ("prop", p.type, kind, (sid, p.evidence[0][1][:100]))
+        props[key] = repository.get(sid, "")
+    items = {i: (t, found[i], repository.get(ev[0].sessionId, "")) for i, (t, ev) in clear.items() if i in in_scope}
+    return ItemState(items, props)
+
+
+@dataclass(frozen=True)
+class Flip:
+    step: str  # the commit (or READING) whose change it is
+    key: Key
+    repository: str
+    present: bool  # after the change
+
+
+def flips(steps: Sequence[tuple[str, ItemState]]) -> list[Flip]:
+    """Every entity a step added or removed, in order (steps[0] is first seen)."""
+    out: list[Flip] = []
+    for (_, before), (name, after) in pairwise(steps):
+        a, b = before.present(), after.present()
+        for key in sorted(set(a) ^ set(b), key=repr):
+            out.append(Flip(name, key, b.get(key) or a[key], key in b))
+    return out
+
+
+def held_out(steps: Sequence[tuple[str, ItemState]], provenance: Provenance, repository: str) -> set[Key]:
+    """The entities of `repository` present when every change since first seen is applied but those
+    written against it."""
+    present = {k for k, repo in steps[0][1].present().items() if repo == repository}
+    for flip in flips(steps):
+        if flip.repository != repository or repository in provenance.against(flip.step):
+            continue
+        (present.add if flip.present else present.discard)(flip.key)
+    return present
+
+
+def unexplained(steps: Sequence[tuple[str, ItemState]], provenance: Provenance) -> dict[str, set[str]]:
+    """{commit: repositories}: changes that moved a labelled figure with no provenance entry."""
+    out: dict[str, set[str]] = {}
+    for flip in flips(steps):
+        if not provenance.knows(flip.step):
+            out.setdefault(flip.step, set()).add(flip.repository)
+    return out
+
+
+class Figures(BaseModel):
+    """One repository (or batch) at one point: found and in-scope counts, and proposals by outcome."""
+
+    memoriesFound: int = 0
+    memoriesClear: int = 0
+    memoriesMatched: int = 0
+    memoriesUnmatched: int = 0
+    commitmentsFound: int = 0
+    commitmentsClear: int = 0
+    commitmentsMatched: int = 0
+    commitmentsUnmatched: int = 0
+
+    def __add__(self, other: Figures) -> Figures:
+        return Figures(**{k: getattr(self, k) + getattr(other, k) for k in Figures.model_fields})
+
+    @staticmethod
+    def _ratio(num: int, den: int) -> float | None:
+        return round(num / den, 4) if den else None
+
+    def precision(self, kind: Literal["memories", "commitments"]) -> float | None:
+        matched, unmatched = getattr(self, f"{kind}Matched"), getattr(self, f"{kind}Unmatched")
+        return self._ratio(matched, matched + unmatched)
+
+    def recall(self, kind: Literal["memories", "commitments"]) -> float | None:
+        return self._ratio(getattr(self, f"{kind}Found"), getattr(self, f"{kind}Clear"))
+
+
+def figures(present: Iterable[Key], scope: ItemState, repository: str) -> Figures:
+    """Counts for `repository` from the entities present; the items in scope come from `scope`."""
+    keys = set(present)
+    out = Figures()
+    for i, (kind, _found, repo) in scope.items.items():
+        if repo != repository:
+            continue
+        name = "memories" if kind == "memory" else "commitments"
+        setattr(out, f"{name}Clear", getattr(out, f"{name}Clear") + 1)
+        if ("item", i) in keys:
+            setattr(out, f"{name}Found", getattr(out, f"{name}Found") + 1)
+    for key in keys:
+        if key[0] != "prop" or key[2] == "borderline":
+            continue
+        name = "memories" if key[1] == "memory" else "commitments"
+        field = f"{name}Matched" if key[2] == "matched" else f"{name}Unmatched"
+        setattr(out, field, getattr(out, field) + 1)
+    return out
+
+
+def of_repository(state: ItemState, repository: str) -> set[Key]:
+    return {k for k, repo in state.present().items() if repo == repository}
+
+
+class RepositoryFigures(BaseModel):
+    firstSeen: Figures
+    heldOut: Figures
+    now: Figures
+
+
+def score_history(steps: Sequence[tuple[str, ItemState]], provenance: Provenance,
+                  repositories: Sequence[str]) -> dict[str, RepositoryFigures]:
+    """Per repository: first seen, held out and now (steps run from first seen to today's rules)."""
+    now = steps[-1][1]
+    out: dict[str, RepositoryFigures] = {}
+    for repo in repositories:
+        out[repo] = RepositoryFigures(
+            firstSeen=figures(of_repository(steps[0][1], repo), now, repo),
+            heldOut=figures(held_out(steps, provenance, repo), now, repo),
+            now=figures(of_repository(now, repo), now, repo),
+        )
+    return out
