@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _state_of(answers_path: Path, plan: dict[str, Any], gold_name: str, gold: Any, lines: Any, repository: dict[str, str]) -> Any:
+def _state_of(answers_path: Path, plan: dict[str, Any], gold_name: str, gold: Any, lines: Any, repository: dict[str, str],
+              chance: Any = ()) -> Any:
     from pipeline.eval.evaluate import Proposal
     from pipeline.eval.held_out import item_state
 
@@ -200,7 +201,7 @@ def _state_of(answers_path: Path, plan: dict[str, Any], gold_name: str, gold: An
         props += [Proposal("commitment", c["statement"], tuple((e["sessionId"], e["quote"]) for e in c["evidence"]),
                            actor=c.get("actor"), batch_id=batch, resolved=c.get("resolved"))
                   for c in answer.get("commitments", [])]
-    return item_state(gold, props, lines, repository)
+    return item_state(gold, props, lines, repository, chance)
 
 
 def _report(real: Path, golds: list[Path], provenance_path: Path, work: Path, jobs: int, json_out: Path) -> int:
@@ -273,22 +274,32 @@ def _report(real: Path, golds: list[Path], provenance_path: Path, work: Path, jo
             first_answers[name] = (_answers(provenance.firstSeen[name].commit, db, fplan, key, work), fplan)
 
     report: dict[str, Any] = {"head": head, "rules": _git("log", "-1", "--format=%h", "--", *RULES).strip(),
+                              "provenance": _fingerprint(provenance_path.read_text(encoding="utf-8")),
                               "real": str(real), "batches": {}}
     missing: dict[str, set[str]] = {}
     for name, gold in parsed.items():
         fpath, fplan = first_answers[name]
-        steps = [(FIRST_SEEN, _state_of(fpath, json.loads(fplan.read_text(encoding="utf-8")), name, gold, lines[name], repository))]
-        for i, commit in enumerate(chains[name]):
-            state = _state_of(runs[commit], plan, name, gold, lines[name], repository)
-            steps.append((READING if i == 0 else commit, state))
-        for commit, moved in unexplained(steps, provenance).items():
-            missing.setdefault(commit, set()).update(moved)
+        first_plan = json.loads(fplan.read_text(encoding="utf-8"))
         repos = sorted({r for s in gold.reviewed if (r := repository.get(s))})
-        rows = score_history(steps, provenance, repos)
-        total = {k: sum((getattr(r, k) for r in rows.values()), Figures()) for k in ("firstSeen", "heldOut", "now")}
+        totals = {}
+        # Scored twice: matches the project's commits called chance left out (the figures), then counted.
+        for chance in (provenance.chance.get(name, {}), {}):
+            steps = [(FIRST_SEEN, _state_of(fpath, first_plan, name, gold, lines[name], repository, chance))]
+            for i, commit in enumerate(chains[name]):
+                steps.append((READING if i == 0 else commit,
+                              _state_of(runs[commit], plan, name, gold, lines[name], repository, chance)))
+            for commit, moved in unexplained(steps, provenance).items():
+                missing.setdefault(commit, set()).update(moved)
+            rows = score_history(steps, provenance, repos)
+            totals[bool(chance)] = {k: sum((getattr(r, k) for r in rows.values()), Figures()).model_dump()
+                                    for k in ("firstSeen", "heldOut", "now")}
+            if chance or not provenance.chance.get(name):
+                kept = rows
         report["batches"][name] = {"firstSeen": provenance.firstSeen[name].commit, "commits": chains[name][1:],
-                                   "total": {k: v.model_dump() for k, v in total.items()},
-                                   "repositories": {r: v.model_dump() for r, v in rows.items()}}
+                                   "chance": sorted(provenance.chance.get(name, {})),
+                                   "total": totals[bool(provenance.chance.get(name))],
+                                   "totalChanceCounted": totals[False],
+                                   "repositories": {r: v.model_dump() for r, v in kept.items()}}
     if missing:
         for commit, moved in sorted(missing.items()):
             subject = _git("show", "-s", "--format=%s", commit).strip()[:100]
@@ -313,6 +324,10 @@ def _show(path: Path) -> int:
     if rules != report.get("rules"):
         print(f"\nmeasured with the rules of {report.get('rules')}; they changed since ({rules}): make eval-history "
               "brings these figures up to date")
+    provenance = ROOT / "bench/eval/provenance.json"
+    if provenance.exists() and _fingerprint(provenance.read_text(encoding="utf-8")) != report.get("provenance"):
+        print(f"\n{provenance.relative_to(ROOT)} changed since these figures were measured: make eval-history "
+              "brings them up to date")
     return 0
 
 
@@ -328,10 +343,14 @@ def render(report: dict[str, Any]) -> str:
     """One block per batch: each repository's first-seen, held-out and now figures (P/R found/clear)."""
     out = []
     for name, batch in report["batches"].items():
-        out += ["", f"== {name}: first seen at {batch['firstSeen']}, {len(batch['commits'])} rules commits since",
+        chance = (f"; {len(batch['chance'])} matches the project's commits called chance find nothing"
+                  if batch.get("chance") else "")
+        out += ["", f"== {name}: first seen at {batch['firstSeen']}, {len(batch['commits'])} rules commits since{chance}",
                 f"{'':44} {'memories P/R (found)':^50}   {'commitments P/R (found)':^50}",
                 f"{'':44} {'first seen':>15} {'held out':>15} {'now':>15}   {'first seen':>15} {'held out':>15} {'now':>15}"]
         rows = [*batch["repositories"].items(), ("all repositories", batch["total"])]
+        if batch.get("chance"):
+            rows.append((f"all, {len(batch['chance'])} chance matches counted", batch["totalChanceCounted"]))
         for repo, figs in rows:
             mem = " ".join(f"{_cell(figs[k], 'memories'):>15}" for k in ("firstSeen", "heldOut", "now"))
             com = " ".join(f"{_cell(figs[k], 'commitments'):>15}" for k in ("firstSeen", "heldOut", "now"))

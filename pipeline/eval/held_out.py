@@ -17,6 +17,11 @@ says which repositories each change that moved a figure was written against. For
 
 The first step after first seen is the reading of today (ingest, views, planner) under the
 first-seen rules; it is attributed to the reading commits the provenance names for it.
+
+What is tracked is each scored proposal (by what it matched and its first quote); an item is found
+where a proposal present matches it, so a repository's items and proposals never disagree. A match
+the project's own commits called chance (a noise memory whose evidence happened to lie on a labelled
+line: `chance` in the provenance file) finds nothing, in every column.
 """
 
 from __future__ import annotations
@@ -32,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pipeline.errors import UsageError
 from pipeline.eval.evaluate import GoldSet, LineText, Proposal, _in_review, _matches
 
-# An entity whose presence a change can flip: a found item, or a proposal by what it matched.
-#   ("item", gold-line id) | ("prop", type, "matched", ids) | ("prop", type, "borderline"|"unmatched", (session, quote))
+# A scored proposal, whose presence a change can flip: (type, outcome, ids matched, (session, first quote)),
+# outcome matched | borderline | unmatched, ids the clear items in scope or not it matched ("m12", "c40").
 Key = tuple[Any, ...]
 
 
@@ -59,6 +64,7 @@ class Provenance(BaseModel):
     firstSeen: dict[str, FirstSeen]
     reading: Written  # today's reading under the first-seen rules (ingest, views, planner since then)
     commits: dict[str, Written]
+    chance: dict[str, dict[str, str]] = {}  # gold file → {item id: the commit that called its match chance, and why}
 
     def against(self, step: str) -> set[str]:
         written = self.reading if step == READING else self.commits.get(step)
@@ -88,20 +94,20 @@ class ItemState:
     """What one engine run found of one gold file: every clear item in scope (found or not, its repository)
     and every scored proposal keyed by what it matched."""
 
-    items: dict[str, tuple[str, bool, str]]  # id → (memory|commitment, found, repository)
+    items: dict[str, tuple[str, str]]  # id of a clear item in recall's scope → (memory|commitment, repository)
     proposals: dict[Key, str]  # key → repository
 
     def present(self) -> dict[Key, str]:
-        """Entities present in this state (found items in scope, scored proposals), with their repositories."""
-        out: dict[Key, str] = {("item", i): repo for i, (_t, found, repo) in self.items.items() if found}
-        out.update(self.proposals)
-        return out
+        """The scored proposals, with their repositories."""
+        return dict(self.proposals)
 
 
-def item_state(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText, repository: Mapping[str, str]) -> ItemState:
+def item_state(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText, repository: Mapping[str, str],
+               chance: Iterable[str] = ()) -> ItemState:
     """Score `proposals` item by item, as `evaluate.score` does in sum: memories in scope are clear and
     rules-detectable, commitments clear and not by `other`; proposals whose evidence lies outside the
-    reviewed sessions, and `other`'s commitments, are not scored."""
+    reviewed sessions, and `other`'s commitments, are not scored. A match with an item in `chance`
+    does not count."""
     reviewed = set(gold.reviewed)
     # A clear memory no rule could find still makes a proposal that matches it right (as `score` counts it).
     clear: dict[str, tuple[str, list[Any]]] = {}
@@ -126,7 +132,8 @@ def item_state(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText
             in_scope.add(f"c{n}")
         else:
             other["commitment"].append(ev)
-    found = dict.fromkeys(clear, False)
+    # a chance match is no match: the item stays in recall's scope, missed unless a proposal finds it for real
+    matchable = {i: v for i, v in clear.items() if i not in set(chance)}
     props: dict[Key, str] = {}
     for p in proposals:
         if p.type == "commitment" and p.actor == "other":
@@ -134,16 +141,14 @@ def item_state(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText
         sid = next((s for s, _ in p.evidence if s in reviewed), None)
         if sid is None:
             continue
-        hits = tuple(sorted(i for i, (t, ev) in clear.items() if t == p.type and _matches(p, ev, reviewed, line_text)))
-        for i in hits:
-            found[i] = True
+        hits = tuple(sorted(i for i, (t, ev) in matchable.items() if t == p.type and _matches(p, ev, reviewed, line_text)))
         if hits:
-            key: Key = ("prop", p.type, "matched", hits)
+            kind = "matched"
         else:
             kind = "borderline" if any(_matches(p, ev, reviewed, line_text) for ev in other[p.type]) else "unmatched"
-            key = ("prop", p.type, kind, (sid, p.evidence[0][1][:100]))
-        props[key] = repository.get(sid, "")
-    items = {i: (t, found[i], repository.get(ev[0].sessionId, "")) for i, (t, ev) in clear.items() if i in in_scope}
+        # the first quote tells apart two proposals that match the same items (both count, as in `score`)
+        props[(p.type, kind, hits, (sid, p.evidence[0][1][:100]))] = repository.get(sid, "")
+    items = {i: (t, repository.get(ev[0].sessionId, "")) for i, (t, ev) in clear.items() if i in in_scope}
     return ItemState(items, props)
 
 
@@ -215,19 +220,20 @@ class Figures(BaseModel):
 def figures(present: Iterable[Key], scope: ItemState, repository: str) -> Figures:
     """Counts for `repository` from the entities present; the items in scope come from `scope`."""
     keys = set(present)
+    found = {i for key in keys for i in key[2]}
     out = Figures()
-    for i, (kind, _found, repo) in scope.items.items():
+    for i, (kind, repo) in scope.items.items():
         if repo != repository:
             continue
         name = "memories" if kind == "memory" else "commitments"
         setattr(out, f"{name}Clear", getattr(out, f"{name}Clear") + 1)
-        if ("item", i) in keys:
+        if i in found:
             setattr(out, f"{name}Found", getattr(out, f"{name}Found") + 1)
-    for key in keys:
-        if key[0] != "prop" or key[2] == "borderline":
+    for kind, outcome, _hits, _first in keys:
+        if outcome == "borderline":
             continue
-        name = "memories" if key[1] == "memory" else "commitments"
-        field = f"{name}Matched" if key[2] == "matched" else f"{name}Unmatched"
+        name = "memories" if kind == "memory" else "commitments"
+        field = f"{name}Matched" if outcome == "matched" else f"{name}Unmatched"
         setattr(out, field, getattr(out, field) + 1)
     return out
 

@@ -46,8 +46,8 @@ def provenance(**commits: list[str]) -> Provenance:
                       commits={c: Written(repositories=r, why="test") for c, r in commits.items()})
 
 
-def state(*proposals: Proposal) -> ItemState:
-    return item_state(GOLD, list(proposals), lambda s, n: None, REPO)
+def state(*proposals: Proposal, chance: tuple[str, ...] = ()) -> ItemState:
+    return item_state(GOLD, list(proposals), lambda s, n: None, REPO, chance)
 
 
 FOUND_A = Proposal("memory", "make check", (("a", "run make check before pushing"),))
@@ -60,11 +60,20 @@ def test_items_and_proposals_are_keyed_by_what_they_matched() -> None:
               Proposal("memory", "pnpm", (("b", "pnpm is pinned to 9.1"),)), PROMISE_B,
               Proposal("commitment", "relayed", (("b", "I will send the migration plan tomorrow"),), actor="other"))
     # the clear memory no rule could find is out of recall's scope, yet a proposal on it is right
-    assert {i: (t, f) for i, (t, f, _r) in s.items.items()} == {"m3": ("memory", True), "c6": ("commitment", True)}
-    kinds = sorted((k[1], k[2]) for k in s.proposals)
-    assert kinds == [("commitment", "matched"), ("memory", "borderline"), ("memory", "matched"),
-                     ("memory", "matched"), ("memory", "unmatched")]
-    assert s.proposals[("prop", "memory", "unmatched", ("b", "an unrelated error text"))] == "two"
+    assert s.items == {"m3": ("memory", "one"), "c6": ("commitment", "two")}
+    kinds = sorted((k[0], k[1], k[2]) for k in s.proposals)
+    assert kinds == [("commitment", "matched", ("c6",)), ("memory", "borderline", ()), ("memory", "matched", ("m3",)),
+                     ("memory", "matched", ("m4",)), ("memory", "unmatched", ())]
+    assert s.proposals[("memory", "unmatched", (), ("b", "an unrelated error text"))] == "two"
+
+
+def test_two_proposals_on_one_item_both_count_and_a_chance_match_finds_nothing() -> None:
+    twice = state(FOUND_A, Proposal("memory", "again", (("a", "run make check before pushing, then push"),)))
+    rows = score_history([(FIRST_SEEN, twice)], provenance(), ["one"])
+    assert (rows["one"].now.memoriesMatched, rows["one"].now.memoriesFound) == (2, 1)
+    by_chance = state(FOUND_A, chance=("m3",))
+    rows = score_history([(FIRST_SEEN, by_chance)], provenance(), ["one"])
+    assert (rows["one"].now.memoriesUnmatched, rows["one"].now.memoriesFound, rows["one"].now.memoriesClear) == (1, 0, 1)
 
 
 def test_a_change_written_against_a_repository_is_taken_back_there_only() -> None:
@@ -72,9 +81,9 @@ def test_a_change_written_against_a_repository_is_taken_back_there_only() -> Non
              ("c1", state(FOUND_A, NOISE_B, PROMISE_B)),  # written against two: finds a's item and b's promise
              ("c2", state(FOUND_A, PROMISE_B))]  # written against two: drops b's noise
     prov = provenance(c1=["two"], c2=["two"])
-    assert held_out(steps, prov, "one") == {("item", "m3"), ("prop", "memory", "matched", ("m3",))}
+    assert held_out(steps, prov, "one") == {("memory", "matched", ("m3",), ("a", "run make check before pushing"))}
     # in two, both changes are taken back: the noise stays and the promise is not found
-    assert held_out(steps, prov, "two") == {("prop", "memory", "unmatched", ("b", "an unrelated error text"))}
+    assert held_out(steps, prov, "two") == {("memory", "unmatched", (), ("b", "an unrelated error text"))}
     rows = score_history(steps, prov, ["one", "two"])
     assert (rows["one"].firstSeen.memoriesFound, rows["one"].heldOut.memoriesFound, rows["one"].now.memoriesFound) == (0, 1, 1)
     assert rows["two"].heldOut.precision("memories") == 0.0 and rows["two"].now.precision("memories") is None
@@ -85,7 +94,7 @@ def test_a_commit_that_moved_a_figure_without_provenance_is_named() -> None:
     steps = [(FIRST_SEEN, state()), (READING, state()), ("c1", state(FOUND_A)), ("c2", state(FOUND_A))]
     assert unexplained(steps, provenance()) == {"c1": {"one"}}
     assert unexplained(steps, provenance(c1=[])) == {}
-    assert [(f.step, f.present) for f in flips(steps)] == [("c1", True), ("c1", True)]
+    assert [(f.step, f.present) for f in flips(steps)] == [("c1", True)]
 
 
 def test_the_provenance_file_names_its_field_when_it_is_wrong(tmp_path: Path) -> None:
