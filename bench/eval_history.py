@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import inspect
+import io
 import json
 import os
 import subprocess
@@ -95,7 +96,7 @@ def _source(commit: str, work: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(dir=work, prefix=".src-"))
     archive = subprocess.run(["git", "archive", "--format=tar", commit, "pipeline"], cwd=ROOT, check=True,
                              capture_output=True).stdout
-    with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(tmp, filter="data")
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp.rename(dest)
@@ -210,7 +211,6 @@ def _report(real: Path, golds: list[Path], provenance_path: Path, work: Path, jo
     from pipeline.eval.held_out import (
         FIRST_SEEN,
         READING,
-        Figures,
         load_provenance,
         score_history,
         unexplained,
@@ -281,25 +281,25 @@ def _report(real: Path, golds: list[Path], provenance_path: Path, work: Path, jo
         fpath, fplan = first_answers[name]
         first_plan = json.loads(fplan.read_text(encoding="utf-8"))
         repos = sorted({r for s in gold.reviewed if (r := repository.get(s))})
-        totals = {}
-        # Scored twice: matches the project's commits called chance left out (the figures), then counted.
-        for chance in (provenance.chance.get(name, {}), {}):
-            steps = [(FIRST_SEEN, _state_of(fpath, first_plan, name, gold, lines[name], repository, chance))]
+        chance = provenance.chance.get(name, {})
+
+        def history(chance: Any, name: str = name, gold: Any = gold, first: tuple[Path, Any] = (fpath, first_plan),
+                    repos: list[str] = repos) -> dict[str, Any]:
+            """The batch's steps scored, first seen to today's rules (called at once, in this iteration)."""
+            steps = [(FIRST_SEEN, _state_of(first[0], first[1], name, gold, lines[name], repository, chance))]
             for i, commit in enumerate(chains[name]):
                 steps.append((READING if i == 0 else commit,
                               _state_of(runs[commit], plan, name, gold, lines[name], repository, chance)))
             for commit, moved in unexplained(steps, provenance).items():
                 missing.setdefault(commit, set()).update(moved)
-            rows = score_history(steps, provenance, repos)
-            totals[bool(chance)] = {k: sum((getattr(r, k) for r in rows.values()), Figures()).model_dump()
-                                    for k in ("firstSeen", "heldOut", "now")}
-            if chance or not provenance.chance.get(name):
-                kept = rows
+            return score_history(steps, provenance, repos)
+
+        rows = history(chance)  # matches the project's commits called chance left out: the figures
         report["batches"][name] = {"firstSeen": provenance.firstSeen[name].commit, "commits": chains[name][1:],
-                                   "chance": sorted(provenance.chance.get(name, {})),
-                                   "total": totals[bool(provenance.chance.get(name))],
-                                   "totalChanceCounted": totals[False],
-                                   "repositories": {r: v.model_dump() for r, v in kept.items()}}
+                                   "chance": sorted(chance), "total": _total(rows),
+                                   # the same with them counted, as `pipeline eval` counts them
+                                   "totalChanceCounted": _total(history(())) if chance else _total(rows),
+                                   "repositories": {r: v.model_dump() for r, v in rows.items()}}
     if missing:
         for commit, moved in sorted(missing.items()):
             subject = _git("show", "-s", "--format=%s", commit).strip()[:100]
@@ -329,6 +329,12 @@ def _show(path: Path) -> int:
         print(f"\n{provenance.relative_to(ROOT)} changed since these figures were measured: make eval-history "
               "brings them up to date")
     return 0
+
+
+def _total(rows: dict[str, Any]) -> dict[str, Any]:
+    from pipeline.eval.held_out import Figures
+
+    return {k: sum((getattr(r, k) for r in rows.values()), Figures()).model_dump() for k in ("firstSeen", "heldOut", "now")}
 
 
 def _cell(f: dict[str, int], kind: str) -> str:

@@ -378,27 +378,55 @@ def _resolved_agreement(
     return agreed, judged
 
 
+@dataclass(frozen=True)
+class Labelled:
+    """A gold file's items as scoring sees them, with evidence in the reviewed sessions only. `clear`:
+    id ("m12", "c40": the item's gold-file line) → (memory|commitment, evidence, rules-detectable);
+    `other`: per type, the evidence of items a match with which is neither reward nor penalty
+    (borderline items, commitments by `other`)."""
+
+    clear: dict[str, tuple[str, list[GoldEvidence], bool]]
+    other: dict[str, list[list[GoldEvidence]]]
+
+
+def labelled(gold: GoldSet) -> Labelled:
+    reviewed = set(gold.reviewed)
+    clear: dict[str, tuple[str, list[GoldEvidence], bool]] = {}
+    other: dict[str, list[list[GoldEvidence]]] = {"memory": [], "commitment": []}
+    for n, m in gold.memories:
+        if ev := _in_review(m.evidence, reviewed):
+            if m.certainty == "clear":
+                clear[f"m{n}"] = ("memory", ev, m.rulesDetectable)
+            else:
+                other["memory"].append(ev)
+    for n, c in gold.commitments:
+        if ev := _in_review(c.evidence, reviewed):
+            if c.certainty == "clear" and c.actor != "other":
+                clear[f"c{n}"] = ("commitment", ev, True)
+            else:
+                other["commitment"].append(ev)
+    return Labelled(clear, other)
+
+
+def is_scored(p: Proposal, reviewed: set[str]) -> bool:
+    """A proposal is scored when some of its evidence lies in a reviewed session and it is not a
+    commitment of `other`."""
+    return any(sid in reviewed for sid, _ in p.evidence) and not (p.type == "commitment" and p.actor == "other")
+
+
 def score(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText, *, engine: str) -> Score:
     """Score `proposals` against `gold`; `line_text(session, line)` is a warehouse line (None if absent)."""
     reviewed = set(gold.reviewed)
+    mems = [p for p in proposals if p.type == "memory" and is_scored(p, reviewed)]
+    coms = [p for p in proposals if p.type == "commitment" and is_scored(p, reviewed)]
+    items = labelled(gold)
 
-    def scored(p: Proposal) -> bool:
-        return any(sid in reviewed for sid, _ in p.evidence) and not (p.type == "commitment" and p.actor == "other")
+    mem_clear = [(ev, detectable) for kind, ev, detectable in items.clear.values() if kind == "memory"]
+    scope = [detectable or engine != "rules" for _, detectable in mem_clear]
+    mem_fig, mem_unmatched = _figures(mems, [ev for ev, _ in mem_clear], items.other["memory"], scope, reviewed, line_text)
 
-    mems = [p for p in proposals if p.type == "memory" and scored(p)]
-    coms = [p for p in proposals if p.type == "commitment" and scored(p)]
-
-    mem_clear = [(m, _in_review(m.evidence, reviewed)) for _, m in gold.memories if m.certainty == "clear"]
-    mem_clear = [(m, ev) for m, ev in mem_clear if ev]
-    mem_other = [ev for ev in (_in_review(m.evidence, reviewed) for _, m in gold.memories if m.certainty != "clear") if ev]
-    scope = [m.rulesDetectable or engine != "rules" for m, _ in mem_clear]
-    mem_fig, mem_unmatched = _figures(mems, [ev for _, ev in mem_clear], mem_other, scope, reviewed, line_text)
-
-    com_clear = [ev for ev in (_in_review(c.evidence, reviewed) for _, c in gold.commitments
-                               if c.certainty == "clear" and c.actor != "other") if ev]
-    com_other = [ev for ev in (_in_review(c.evidence, reviewed) for _, c in gold.commitments
-                               if c.certainty != "clear" or c.actor == "other") if ev]
-    com_fig, com_unmatched = _figures(coms, com_clear, com_other, [True] * len(com_clear), reviewed, line_text)
+    com_clear = [ev for kind, ev, _ in items.clear.values() if kind == "commitment"]
+    com_fig, com_unmatched = _figures(coms, com_clear, items.other["commitment"], [True] * len(com_clear), reviewed, line_text)
 
     agreed, judged = _resolved_agreement(coms, gold, reviewed, line_text)
     com_fig = CommitmentFigures(**com_fig.model_dump(), resolvedAgreed=agreed, resolvedScored=judged)

@@ -35,7 +35,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.errors import UsageError
-from pipeline.eval.evaluate import GoldSet, LineText, Proposal, _in_review, _matches
+from pipeline.eval.evaluate import GoldSet, LineText, Proposal, _matches, is_scored, labelled
 
 # A scored proposal, whose presence a change can flip: (type, outcome, ids matched, (session, first quote)),
 # outcome matched | borderline | unmatched, ids the clear items in scope or not it matched ("m12", "c40").
@@ -109,47 +109,25 @@ def item_state(gold: GoldSet, proposals: Sequence[Proposal], line_text: LineText
     reviewed sessions, and `other`'s commitments, are not scored. A match with an item in `chance`
     does not count."""
     reviewed = set(gold.reviewed)
-    # A clear memory no rule could find still makes a proposal that matches it right (as `score` counts it).
-    clear: dict[str, tuple[str, list[Any]]] = {}
-    in_scope: set[str] = set()
-    other: dict[str, list[list[Any]]] = {"memory": [], "commitment": []}
-    for n, m in gold.memories:
-        ev = _in_review(m.evidence, reviewed)
-        if not ev:
-            continue
-        if m.certainty == "clear":
-            clear[f"m{n}"] = ("memory", ev)
-            if m.rulesDetectable:
-                in_scope.add(f"m{n}")
-        else:
-            other["memory"].append(ev)
-    for n, c in gold.commitments:
-        ev = _in_review(c.evidence, reviewed)
-        if not ev:
-            continue
-        if c.certainty == "clear" and c.actor != "other":
-            clear[f"c{n}"] = ("commitment", ev)
-            in_scope.add(f"c{n}")
-        else:
-            other["commitment"].append(ev)
-    # a chance match is no match: the item stays in recall's scope, missed unless a proposal finds it for real
-    matchable = {i: v for i, v in clear.items() if i not in set(chance)}
+    items = labelled(gold)
+    # A clear memory no rule could find still makes a proposal that matches it right (as `score` counts it);
+    # a chance match is no match: the item stays in recall's scope, missed unless a proposal finds it for real.
+    skip = set(chance)
+    matchable = {i: (t, ev) for i, (t, ev, _) in items.clear.items() if i not in skip}
     props: dict[Key, str] = {}
     for p in proposals:
-        if p.type == "commitment" and p.actor == "other":
+        if not is_scored(p, reviewed):
             continue
-        sid = next((s for s, _ in p.evidence if s in reviewed), None)
-        if sid is None:
-            continue
+        sid = next(s for s, _ in p.evidence if s in reviewed)
         hits = tuple(sorted(i for i, (t, ev) in matchable.items() if t == p.type and _matches(p, ev, reviewed, line_text)))
         if hits:
             kind = "matched"
         else:
-            kind = "borderline" if any(_matches(p, ev, reviewed, line_text) for ev in other[p.type]) else "unmatched"
+            kind = "borderline" if any(_matches(p, ev, reviewed, line_text) for ev in items.other[p.type]) else "unmatched"
         # the first quote tells apart two proposals that match the same items (both count, as in `score`)
         props[(p.type, kind, hits, (sid, p.evidence[0][1][:100]))] = repository.get(sid, "")
-    items = {i: (t, repository.get(ev[0].sessionId, "")) for i, (t, ev) in clear.items() if i in in_scope}
-    return ItemState(items, props)
+    scope = {i: (t, repository.get(ev[0].sessionId, "")) for i, (t, ev, detectable) in items.clear.items() if detectable}
+    return ItemState(scope, props)
 
 
 @dataclass(frozen=True)
@@ -170,11 +148,12 @@ def flips(steps: Sequence[tuple[str, ItemState]]) -> list[Flip]:
     return out
 
 
-def held_out(steps: Sequence[tuple[str, ItemState]], provenance: Provenance, repository: str) -> set[Key]:
-    """The entities of `repository` present when every change since first seen is applied but those
-    written against it."""
+def held_out(steps: Sequence[tuple[str, ItemState]], provenance: Provenance, repository: str,
+             changes: Sequence[Flip] | None = None) -> set[Key]:
+    """The proposals of `repository` present when every change since first seen is applied but those
+    written against it (`changes`: the steps' flips, when already computed)."""
     present = {k for k, repo in steps[0][1].present().items() if repo == repository}
-    for flip in flips(steps):
+    for flip in flips(steps) if changes is None else changes:
         if flip.repository != repository or repository in provenance.against(flip.step):
             continue
         (present.add if flip.present else present.discard)(flip.key)
@@ -218,24 +197,20 @@ class Figures(BaseModel):
 
 
 def figures(present: Iterable[Key], scope: ItemState, repository: str) -> Figures:
-    """Counts for `repository` from the entities present; the items in scope come from `scope`."""
+    """Counts for `repository` from the proposals present; the items in scope come from `scope`."""
     keys = set(present)
-    found = {i for key in keys for i in key[2]}
-    out = Figures()
+    found = {i for _kind, _outcome, hits, _first in keys for i in hits}
+    counts: dict[str, int] = {}
     for i, (kind, repo) in scope.items.items():
-        if repo != repository:
-            continue
-        name = "memories" if kind == "memory" else "commitments"
-        setattr(out, f"{name}Clear", getattr(out, f"{name}Clear") + 1)
-        if i in found:
-            setattr(out, f"{name}Found", getattr(out, f"{name}Found") + 1)
+        if repo == repository:
+            name = "memories" if kind == "memory" else "commitments"
+            counts[f"{name}Clear"] = counts.get(f"{name}Clear", 0) + 1
+            counts[f"{name}Found"] = counts.get(f"{name}Found", 0) + (i in found)
     for kind, outcome, _hits, _first in keys:
-        if outcome == "borderline":
-            continue
-        name = "memories" if kind == "memory" else "commitments"
-        field = f"{name}Matched" if outcome == "matched" else f"{name}Unmatched"
-        setattr(out, field, getattr(out, field) + 1)
-    return out
+        if outcome != "borderline":
+            field = ("memories" if kind == "memory" else "commitments") + ("Matched" if outcome == "matched" else "Unmatched")
+            counts[field] = counts.get(field, 0) + 1
+    return Figures(**counts)
 
 
 def of_repository(state: ItemState, repository: str) -> set[Key]:
@@ -252,11 +227,12 @@ def score_history(steps: Sequence[tuple[str, ItemState]], provenance: Provenance
                   repositories: Sequence[str]) -> dict[str, RepositoryFigures]:
     """Per repository: first seen, held out and now (steps run from first seen to today's rules)."""
     now = steps[-1][1]
+    changes = flips(steps)
     out: dict[str, RepositoryFigures] = {}
     for repo in repositories:
         out[repo] = RepositoryFigures(
             firstSeen=figures(of_repository(steps[0][1], repo), now, repo),
-            heldOut=figures(held_out(steps, provenance, repo), now, repo),
+            heldOut=figures(held_out(steps, provenance, repo, changes), now, repo),
             now=figures(of_repository(now, repo), now, repo),
         )
     return out
